@@ -1,0 +1,301 @@
+"""The one Store interface every backend implements.
+
+The Store is the hub of agentbolt: algorithms enqueue rollouts and publish resources,
+runners claim rollouts and report spans and outcomes, the dashboard reads. Backends
+(memory, SQLite, PostgreSQL, HTTP client) differ only in where the data lives; the rules
+— FIFO claims, one live attempt per rollout, retries, idempotent spans — are the same and
+are checked by one conformance suite (``tests/store/test_conformance.py``).
+
+All methods are ``async``. Errors are the typed exceptions of
+:mod:`agentbolt.store.errors`.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agentbolt.types import (
+    Attempt,
+    AttemptStatus,
+    Claim,
+    ErrorInfo,
+    Page,
+    Resource,
+    Resources,
+    Rollout,
+    RolloutConfig,
+    RolloutCreate,
+    RolloutMode,
+    RolloutStatus,
+    Span,
+    StoreStats,
+    Worker,
+    WorkerStatus,
+)
+
+__all__ = ["Store"]
+
+
+class Store(abc.ABC):
+    """Abstract store. Subclasses implement the abstract methods; the rest is shared.
+
+    ``deadline_check_interval`` bounds how late a timeout or an unresponsive attempt is
+    noticed: deadlines are checked at most that often, on claims, reads and while
+    waiting.
+    """
+
+    deadline_check_interval: float = 0.25
+    _last_deadline_check: float = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Open connections, create the schema. Idempotent."""
+
+    async def close(self) -> None:
+        """Release connections. Idempotent."""
+
+    async def __aenter__(self) -> Store:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ rollouts
+    @abc.abstractmethod
+    async def enqueue_rollouts(self, rollouts: Sequence[RolloutCreate]) -> list[Rollout]:
+        """Queue rollouts (FIFO). A given ``rollout_id`` already stored is not queued
+        again: the stored rollout is returned, so re-sending an enqueue is safe."""
+
+    @abc.abstractmethod
+    async def claim_rollouts(
+        self, worker_id: str | None = None, limit: int = 1, request_id: str | None = None
+    ) -> list[Claim]:
+        """Take up to ``limit`` rollouts in queue order, each with a new ``preparing``
+        attempt. Each rollout is claimed by exactly one live attempt. The same
+        ``request_id`` sent again returns the same claims (a safe retry)."""
+
+    @abc.abstractmethod
+    async def get_rollout(self, rollout_id: str) -> Rollout:
+        """The rollout, or :class:`NotFoundError`."""
+
+    @abc.abstractmethod
+    async def query_rollouts(
+        self,
+        *,
+        status: Sequence[RolloutStatus] | None = None,
+        mode: RolloutMode | None = None,
+        rollout_ids: Sequence[str] | None = None,
+        sort_by: str = "created_at",
+        descending: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[Rollout]:
+        """Rollouts matching all given filters, one page at a time (keyset cursor)."""
+
+    @abc.abstractmethod
+    async def update_rollout(
+        self,
+        rollout_id: str,
+        *,
+        status: RolloutStatus | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Rollout:
+        """Change a rollout's metadata (merged) or cancel it (``status=cancelled``;
+        other status changes happen through attempts)."""
+
+    # ------------------------------------------------------------------ attempts
+    @abc.abstractmethod
+    async def get_attempt(self, rollout_id: str, attempt_id: str) -> Attempt: ...
+
+    @abc.abstractmethod
+    async def query_attempts(self, rollout_id: str) -> list[Attempt]:
+        """All attempts of a rollout, oldest first."""
+
+    @abc.abstractmethod
+    async def update_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: AttemptStatus | None = None,
+        error: ErrorInfo | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Attempt:
+        """Report progress or the outcome of an attempt. Re-sending the same outcome is
+        a no-op. The rollout follows if the attempt is current (see lifecycle)."""
+
+    @abc.abstractmethod
+    async def heartbeat(self, rollout_id: str, attempt_id: str) -> Attempt:
+        """Keep an attempt alive. The returned attempt tells the worker whether to go on:
+        if its status is no longer active (timeout, cancelled...), stop the agent."""
+
+    # ------------------------------------------------------------------ spans
+    @abc.abstractmethod
+    async def add_spans(self, spans: Sequence[Span]) -> list[Span]:
+        """Store spans idempotently by ``(rollout_id, attempt_id, span_id)`` and return
+        them with their ``sequence_id``. A span counts as a heartbeat; a reward span
+        updates the attempt's (and current rollout's) reward."""
+
+    @abc.abstractmethod
+    async def query_spans(
+        self,
+        rollout_id: str,
+        attempt_id: str | None = None,
+        *,
+        name: str | None = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> Page[Span]:
+        """Spans of a rollout (all attempts, or one; ``attempt_id="latest"`` for the
+        latest), ordered by attempt then sequence id."""
+
+    # ------------------------------------------------------------------ resources
+    @abc.abstractmethod
+    async def add_resources(
+        self, resources: dict[str, Resource], metadata: dict[str, Any] | None = None
+    ) -> Resources:
+        """Publish a new resources version holding exactly ``resources``."""
+
+    @abc.abstractmethod
+    async def get_resources(self, version: int) -> Resources: ...
+
+    @abc.abstractmethod
+    async def get_latest_resources(self) -> Resources | None: ...
+
+    @abc.abstractmethod
+    async def query_resources(self, *, limit: int = 100, cursor: str | None = None) -> Page[Resources]:
+        """Resource versions, newest first."""
+
+    async def update_resources(
+        self, resources: dict[str, Resource], metadata: dict[str, Any] | None = None
+    ) -> Resources:
+        """Publish a new version: the latest bundle with ``resources`` replacing or
+        adding entries by name."""
+        latest = await self.get_latest_resources()
+        merged: dict[str, Any] = dict(latest.resources) if latest else {}
+        merged.update(resources)
+        return await self.add_resources(merged, metadata)
+
+    # ------------------------------------------------------------------ workers
+    @abc.abstractmethod
+    async def update_worker(
+        self,
+        worker_id: str,
+        *,
+        status: WorkerStatus | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Worker:
+        """Register a worker or refresh its heartbeat (and status/metadata)."""
+
+    @abc.abstractmethod
+    async def get_worker(self, worker_id: str) -> Worker: ...
+
+    @abc.abstractmethod
+    async def query_workers(self) -> list[Worker]: ...
+
+    # ------------------------------------------------------------------ stats & deadlines
+    @abc.abstractmethod
+    async def stats(self) -> StoreStats: ...
+
+    @abc.abstractmethod
+    async def check_deadlines(self) -> int:
+        """Expire attempts past their timeout or unresponsive deadline (requeuing or
+        failing their rollouts). Returns how many expired."""
+
+    @abc.abstractmethod
+    async def get_secret(self) -> bytes:
+        """A random secret created once per store, used to sign scoped tokens."""
+
+    async def _maybe_check_deadlines(self) -> None:
+        t = time.monotonic()
+        if t - self._last_deadline_check >= self.deadline_check_interval:
+            self._last_deadline_check = t
+            await self.check_deadlines()
+
+    # ------------------------------------------------------------------ waiting
+    async def _wait_for_change(self, timeout: float) -> None:
+        """Sleep until the store may have changed, or ``timeout``. Backends override
+        this with a real notification; the default just sleeps."""
+        await asyncio.sleep(timeout)
+
+    async def wait_for_rollouts(self, rollout_ids: Sequence[str], timeout: float | None = None) -> list[Rollout]:
+        """Wait until every listed rollout has finished, or ``timeout`` seconds.
+
+        Returns the finished ones (in the order given). Unknown ids raise
+        :class:`NotFoundError`. Sleeps on change notifications, not a busy loop.
+        """
+        ids = list(dict.fromkeys(rollout_ids))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            await self._maybe_check_deadlines()
+            done = await self._finished(ids)
+            if len(done) == len(ids):
+                break
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            step = self.deadline_check_interval if remaining is None else min(remaining, self.deadline_check_interval)
+            await self._wait_for_change(max(step, 0.001))
+        order = {rid: i for i, rid in enumerate(ids)}
+        return sorted(done, key=lambda r: order[r.rollout_id])
+
+    async def _finished(self, ids: list[str]) -> list[Rollout]:
+        found: list[Rollout] = []
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            page = await self.query_rollouts(rollout_ids=chunk, limit=len(chunk))
+            if len(page.items) != len(chunk):
+                known = {r.rollout_id for r in page.items}
+                missing = [r for r in chunk if r not in known]
+                from agentbolt.store.errors import NotFoundError
+
+                raise NotFoundError(f"unknown rollout ids: {', '.join(missing[:10])}")
+            found.extend(r for r in page.items if r.status.is_terminal)
+        return found
+
+    # ------------------------------------------------------------------ conveniences
+    async def enqueue_rollout(
+        self,
+        input: Any = None,
+        *,
+        mode: RolloutMode = RolloutMode.TRAIN,
+        rollout_id: str | None = None,
+        resources_version: int | None = None,
+        config: RolloutConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Rollout:
+        spec = RolloutCreate(
+            input=input,
+            mode=mode,
+            rollout_id=rollout_id,
+            resources_version=resources_version,
+            config=config or RolloutConfig(),
+            metadata=metadata or {},
+        )
+        return (await self.enqueue_rollouts([spec]))[0]
+
+    async def claim_rollout(self, worker_id: str | None = None) -> Claim | None:
+        claims = await self.claim_rollouts(worker_id, 1)
+        return claims[0] if claims else None
+
+    async def cancel_rollout(self, rollout_id: str) -> Rollout:
+        return await self.update_rollout(rollout_id, status=RolloutStatus.CANCELLED)
+
+    async def add_span(self, span: Span) -> Span:
+        return (await self.add_spans([span]))[0]
+
+    async def get_spans(self, rollout_id: str, attempt_id: str | None = None) -> list[Span]:
+        """Every span of a rollout (or attempt), all pages."""
+        out: list[Span] = []
+        cursor: str | None = None
+        while True:
+            page = await self.query_spans(rollout_id, attempt_id, limit=5000, cursor=cursor)
+            out.extend(page.items)
+            if page.next_cursor is None:
+                return out
+            cursor = page.next_cursor
