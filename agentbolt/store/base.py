@@ -209,7 +209,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def get_secret(self) -> bytes:
-        """A random secret created once per store, used to sign scoped tokens."""
+        """A random secret created once per store (and persisted by durable backends),
+        used by the server to sign rollout-scoped tokens. It never leaves the server:
+        :class:`~agentbolt.store.http.HttpStore` refuses to fetch it."""
 
     async def _maybe_check_deadlines(self) -> None:
         t = time.monotonic()

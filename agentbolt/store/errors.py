@@ -13,6 +13,8 @@ __all__ = [
     "ConflictError",
     "InvalidRequestError",
     "StoreUnavailableError",
+    "AuthenticationError",
+    "PermissionDeniedError",
     "error_from_status",
 ]
 
@@ -69,9 +71,32 @@ class StoreUnavailableError(StoreError):
     code = "unavailable"
 
 
+class AuthenticationError(StoreError):
+    """No valid token was given (HTTP 401): pass the admin token or a scoped token."""
+
+    status_code = 401
+    code = "unauthorized"
+
+
+class PermissionDeniedError(StoreError):
+    """The token is valid but not allowed to do this (HTTP 403), e.g. a rollout-scoped
+    token touching another rollout."""
+
+    status_code = 403
+    code = "forbidden"
+
+
 _BY_CODE: dict[str, type[StoreError]] = {
     cls.code: cls
-    for cls in (NotFoundError, InvalidTransitionError, ConflictError, InvalidRequestError, StoreUnavailableError)
+    for cls in (
+        NotFoundError,
+        InvalidTransitionError,
+        ConflictError,
+        InvalidRequestError,
+        StoreUnavailableError,
+        AuthenticationError,
+        PermissionDeniedError,
+    )
 }
 
 
@@ -79,6 +104,10 @@ def error_from_status(status_code: int, code: str | None, message: str) -> Store
     """Rebuild the typed error from an HTTP answer."""
     if code in _BY_CODE:
         return _BY_CODE[code](message)
+    if status_code == 401:
+        return AuthenticationError(message)
+    if status_code == 403:
+        return PermissionDeniedError(message)
     if status_code == 404:
         return NotFoundError(message)
     if status_code == 409:

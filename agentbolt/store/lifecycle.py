@@ -179,13 +179,14 @@ def finish_attempt(
     if status == A.PREPARING:
         raise InvalidTransitionError("an attempt cannot be moved back to preparing")
     if attempt.status == A.UNRESPONSIVE and not _recoverable(rollout, attempt):
-        # superseded: keep the late report on the attempt, leave the rollout alone
-        if status not in ATTEMPT_TRANSITIONS[A.UNRESPONSIVE]:
-            check_attempt_transition(attempt, status)
+        # superseded: keep a late outcome on the attempt, leave the rollout alone; a late
+        # "running" revives nothing (the answer tells the worker to stop)
+        if status == A.RUNNING:
+            return False
+        check_attempt_transition(attempt, status)
         attempt.status = status
-        if status != A.RUNNING:
-            attempt.end_time = now
-            attempt.error = error or attempt.error
+        attempt.end_time = now
+        attempt.error = error or attempt.error
         return True
     if status == A.RUNNING:
         return touch_attempt(rollout, attempt, now)

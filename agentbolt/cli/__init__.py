@@ -1,0 +1,32 @@
+"""The ``agentbolt`` command line: run the server, inspect a store.
+
+``app`` is the Typer application (the ``agentbolt`` console script and
+``python -m agentbolt`` both run it).
+"""
+
+import platform
+
+import typer
+
+from agentbolt.cli.server_cmd import server
+from agentbolt.cli.store_cmds import store_app
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="agentbolt",
+    help="Train existing AI agents with RL, prompt optimisation and fine-tuning.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command(name="server")(server)
+app.add_typer(store_app, name="store")
+
+
+@app.command()
+def version() -> None:
+    """Print the agentbolt version."""
+    from agentbolt import __version__
+
+    typer.echo(f"agentbolt {__version__} (Python {platform.python_version()})")

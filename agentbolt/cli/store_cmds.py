@@ -1,0 +1,210 @@
+"""``agentbolt store ...``: read what a store holds — stats, rollouts, spans,
+resources, workers — from a SQLite file or a running server."""
+
+import time
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from agentbolt.cli.connect import DEFAULT_STORE_URL, query_store
+from agentbolt.cli.failures import reported_errors
+from agentbolt.cli.output import emit_json_lines, note, show
+from agentbolt.cli.render import (
+    json_line,
+    masked_resources,
+    resources_table,
+    resources_view,
+    rollout_view,
+    rollouts_table,
+    spans_table,
+    stats_view,
+    workers_table,
+)
+from agentbolt.store import Store
+from agentbolt.store.pagination import ROLLOUT_SORT_KEYS
+from agentbolt.types import Attempt, Page, Resources, Rollout, RolloutMode, RolloutStatus, Span
+
+__all__ = ["store_app"]
+
+store_app = typer.Typer(
+    name="store",
+    help="Inspect a store: a SQLite file (sqlite:///path.db) or a server (http://host:port).",
+    no_args_is_help=True,
+)
+
+SortKey = StrEnum("SortKey", {key: key for key in ROLLOUT_SORT_KEYS})  # type: ignore[misc]
+"""The fields rollouts can be sorted by (those the store supports)."""
+DEFAULT_SORT = SortKey("created_at")
+
+StoreUrl = Annotated[
+    str,
+    typer.Option(
+        "--store",
+        envvar="AGENTBOLT_STORE",
+        help="Store to read: sqlite:///path.db or http://host:port.",
+        show_default=True,
+    ),
+]
+Token = Annotated[
+    str | None,
+    typer.Option("--token", envvar="AGENTBOLT_TOKEN", help="Admin token for an http:// store.", show_default=False),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON lines (one object per line) for scripts.")]
+Cursor = Annotated[
+    str | None, typer.Option("--cursor", help="Continue after a previous page (its printed next cursor).")
+]
+
+
+def _next_page(cursor: str | None, as_json: bool) -> None:
+    if cursor is None:
+        return
+    if as_json:
+        note(f"next cursor: {cursor}")
+    else:
+        show(f"[dim]more: pass[/dim] --cursor {cursor}")
+
+
+@store_app.command()
+def stats(store: StoreUrl = DEFAULT_STORE_URL, token: Token = None, as_json: AsJson = False) -> None:
+    """Counts of rollouts and attempts by status, queue depth, spans, workers."""
+    with reported_errors():
+        result = query_store(store, token, lambda s: s.stats())
+        if as_json:
+            typer.echo(json_line(result))
+        else:
+            show(stats_view(result, store))
+
+
+@store_app.command()
+def rollouts(
+    status: Annotated[
+        list[RolloutStatus] | None,
+        typer.Option("--status", "-s", help="Only rollouts in this status (repeat for several)."),
+    ] = None,
+    mode: Annotated[RolloutMode | None, typer.Option("--mode", "-m", help="Only rollouts of this mode.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=10_000, help="Rollouts per page.")] = 50,
+    sort_by: Annotated[SortKey, typer.Option("--sort-by", help="Field to sort by.")] = DEFAULT_SORT,
+    desc: Annotated[bool, typer.Option("--desc", help="Sort in descending order.")] = False,
+    cursor: Cursor = None,
+    store: StoreUrl = DEFAULT_STORE_URL,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """List rollouts, one page at a time (oldest first unless --desc)."""
+    with reported_errors():
+        page = query_store(
+            store,
+            token,
+            lambda s: s.query_rollouts(
+                status=status or None,
+                mode=mode,
+                sort_by=sort_by.value,
+                descending=desc,
+                limit=limit,
+                cursor=cursor,
+            ),
+        )
+        if as_json:
+            emit_json_lines(page.items)
+        elif page.items:
+            show(rollouts_table(page.items, time.time()))
+        else:
+            show("[dim]no rollouts match[/dim]")
+        _next_page(page.next_cursor, as_json)
+
+
+@store_app.command()
+def rollout(
+    rollout_id: Annotated[str, typer.Argument(help="The rollout to show.", show_default=False)],
+    store: StoreUrl = DEFAULT_STORE_URL,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """One rollout with all its attempts."""
+
+    async def load(s: Store) -> tuple[Rollout, list[Attempt]]:
+        return await s.get_rollout(rollout_id), await s.query_attempts(rollout_id)
+
+    with reported_errors():
+        found, attempts = query_store(store, token, load)
+        if as_json:
+            doc = {"rollout": found.model_dump(mode="json"), "attempts": [a.model_dump(mode="json") for a in attempts]}
+            typer.echo(json_line(doc))
+        else:
+            show(rollout_view(found, attempts, time.time()))
+
+
+@store_app.command()
+def spans(
+    rollout_id: Annotated[str, typer.Argument(help="The rollout whose spans to list.", show_default=False)],
+    attempt: Annotated[
+        str | None,
+        typer.Option("--attempt", "-a", help="Only this attempt id, or 'latest'. Default: every attempt."),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=10_000, help="Spans per page.")] = 200,
+    cursor: Cursor = None,
+    store: StoreUrl = DEFAULT_STORE_URL,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """The spans of a rollout, by attempt then sequence id (``#`` is attempt.sequence)."""
+
+    async def load(s: Store) -> tuple[Page[Span], dict[str, int]]:
+        page = await s.query_spans(rollout_id, attempt, limit=limit, cursor=cursor)
+        numbers = {} if as_json else {a.attempt_id: a.sequence_id for a in await s.query_attempts(rollout_id)}
+        return page, numbers
+
+    with reported_errors():
+        page, numbers = query_store(store, token, load)
+        if as_json:
+            emit_json_lines(page.items)
+        elif page.items:
+            show(spans_table(page.items, numbers))
+        else:
+            show("[dim]no spans[/dim]")
+        _next_page(page.next_cursor, as_json)
+
+
+@store_app.command()
+def resources(
+    version: Annotated[
+        int | None, typer.Option("--version", min=1, help="Show this version in full. Default: list versions.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=10_000, help="Versions per page.")] = 20,
+    cursor: Cursor = None,
+    show_secrets: Annotated[bool, typer.Option("--show-secrets", help="Print API keys instead of ***.")] = False,
+    store: StoreUrl = DEFAULT_STORE_URL,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Published resources versions (newest first), or one version in full."""
+    with reported_errors():
+        if version is not None:
+            one: Resources = query_store(store, token, lambda s: s.get_resources(version))
+            if as_json:
+                typer.echo(json_line(masked_resources(one, show_secrets)))
+            else:
+                show(resources_view(one, show_secrets))
+            return
+        page = query_store(store, token, lambda s: s.query_resources(limit=limit, cursor=cursor))
+        if as_json:
+            emit_json_lines(masked_resources(r, show_secrets) for r in page.items)
+        elif page.items:
+            show(resources_table(page.items))
+        else:
+            show("[dim]no resources published yet[/dim]")
+        _next_page(page.next_cursor, as_json)
+
+
+@store_app.command()
+def workers(store: StoreUrl = DEFAULT_STORE_URL, token: Token = None, as_json: AsJson = False) -> None:
+    """Workers known to the store and what each is doing."""
+    with reported_errors():
+        found = query_store(store, token, lambda s: s.query_workers())
+        if as_json:
+            emit_json_lines(found)
+        elif found:
+            show(workers_table(found, time.time()))
+        else:
+            show("[dim]no workers have registered[/dim]")

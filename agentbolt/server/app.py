@@ -1,0 +1,297 @@
+"""The FastAPI app serving a :class:`~agentbolt.store.base.Store` over HTTP, and
+:func:`run_server` to run it.
+
+Layers, outside in: metrics (timing by route template) → error guard (a crash is a
+logged 500, never a dropped connection) → body-size limit → authentication → routes.
+The lifespan starts the store, checks deadlines in the background, and closes the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import ipaddress
+import logging
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+import agentbolt
+from agentbolt.server.auth import AuthMiddleware
+from agentbolt.server.errors import (
+    ErrorGuardMiddleware,
+    error_response,
+    install_exception_handlers,
+)
+from agentbolt.server.metrics import ServerMetrics
+from agentbolt.server.routes import ROUTERS
+from agentbolt.server.routes.context import ServerContext
+from agentbolt.server.schemas import TypedBatchRequest
+from agentbolt.store.base import Store
+
+__all__ = ["create_app", "run_server", "DEFAULT_MAX_BODY_BYTES", "BodyTooLargeError"]
+
+logger = logging.getLogger("agentbolt.server")
+
+DEFAULT_MAX_BODY_BYTES = 16 * 2**20
+
+
+class BodyTooLargeError(HTTPException):
+    """A request body over the server's limit (HTTP 413)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            413,
+            f"request body larger than this server's limit of {limit} bytes: send fewer items per request "
+            "(or start the server with a larger max_body_bytes)",
+        )
+
+
+class BodySizeLimitMiddleware:
+    """413 for bodies over ``max_bytes``: at once from ``Content-Length``, and while
+    streaming for chunked bodies, so no oversized body is ever held in memory."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await error_response(400, "bad_request", "invalid Content-Length header")(scope, receive, send)
+                    return
+                if declared > self.max_bytes:
+                    err = BodyTooLargeError(self.max_bytes)
+                    response = error_response(
+                        413, "payload_too_large", str(err.detail), headers={"connection": "close"}
+                    )
+                    await response(scope, receive, send)
+                    return
+                break
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyTooLargeError(self.max_bytes)
+            return message
+
+        async def send_tracking(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, send_tracking)
+        except BodyTooLargeError as err:
+            if started:
+                raise
+            response = error_response(413, "payload_too_large", str(err.detail), headers={"connection": "close"})
+            await response(scope, receive, send)
+
+
+_CONVERTOR = re.compile(r"\{(\w+):\w+\}")
+
+
+class MetricsMiddleware:
+    """Times every request and reports it under its route template
+    (``/v1/rollouts/{rollout_id}``; convertors such as ``:path`` are left out)."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+        self._templates: dict[str, str] = {}
+
+    def _template(self, scope: Scope) -> str:
+        path = getattr(scope.get("route"), "path", None)
+        if path is None:
+            return "unmatched"
+        template = self._templates.get(path)
+        if template is None:
+            template = self._templates[path] = _CONVERTOR.sub(r"{\1}", path)
+        return template
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = 500
+
+        async def send_tracking(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_tracking)
+        finally:
+            self.metrics.observe_request(scope["method"], self._template(scope), status, time.perf_counter() - t0)
+
+
+async def _check_deadlines_forever(store: Store) -> None:
+    """Expire overdue attempts every ``store.deadline_check_interval`` seconds."""
+    while True:
+        await asyncio.sleep(store.deadline_check_interval)
+        try:
+            await store.check_deadlines()
+        except Exception:
+            logger.exception("deadline check failed; retrying in a second")
+            await asyncio.sleep(1.0)
+
+
+def _openapi_with_extras(app: FastAPI) -> dict[str, Any]:
+    """The generated schema plus the models of bodies parsed by hand (the batch body)."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(
+        title=app.title,
+        version=app.version,
+        description=app.description,
+        routes=app.routes,
+        tags=app.openapi_tags,
+    )
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    extra = TypedBatchRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, definition in extra.pop("$defs", {}).items():
+        components.setdefault(name, definition)
+    components["TypedBatchRequest"] = extra
+    app.openapi_schema = schema
+    return schema
+
+
+_TAGS = [
+    {"name": "rollouts", "description": "Enqueue, list, read, cancel and wait for rollouts."},
+    {"name": "queue", "description": "Claim queued rollouts; each claim carries a rollout-scoped token."},
+    {"name": "attempts", "description": "Tries of a rollout: progress, outcome, heartbeat, reward."},
+    {"name": "spans", "description": "OpenTelemetry-shaped spans, idempotent by span id."},
+    {"name": "resources", "description": "Versioned resources (model endpoints, prompts...)."},
+    {"name": "workers", "description": "Runners and controllers known to the store."},
+    {"name": "stats", "description": "Store-wide counts; deadline checks."},
+    {"name": "batch", "description": "Many store calls in one request (used by the HTTP client)."},
+    {"name": "observability", "description": "OTLP trace ingestion and Prometheus metrics."},
+    {"name": "health", "description": "Liveness, without a token."},
+]
+
+
+def create_app(
+    store: Store,
+    *,
+    admin_token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    deadline_check: bool = True,
+) -> FastAPI:
+    """The HTTP API over ``store``.
+
+    ``admin_token`` — when set, every call needs it (or a rollout-scoped token, for the
+    few calls an agent makes); when ``None`` the API is open, so bind it to loopback
+    only. ``max_body_bytes`` — larger request bodies get 413. ``deadline_check`` — expire
+    overdue attempts in the background (turn off when another process does it).
+    """
+    if max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
+    metrics = ServerMetrics()
+    ctx = ServerContext(store, admin_token=admin_token, metrics=metrics)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await ctx.ready()
+        await ctx.secret()
+        task = asyncio.create_task(_check_deadlines_forever(store)) if deadline_check else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await ctx.shutdown()
+
+    app = FastAPI(
+        title="agentbolt",
+        version=agentbolt.__version__,
+        description=(
+            "The agentbolt store over HTTP: a rollout queue with claims and retries, spans, "
+            "versioned resources and workers. Send `Authorization: Bearer <token>`: the admin "
+            "token, or the rollout-scoped token a claim returned."
+        ),
+        openapi_tags=_TAGS,
+        lifespan=lifespan,
+    )
+    app.state.agentbolt = ctx
+    for router in ROUTERS:
+        app.include_router(router)
+    install_exception_handlers(app)
+    # add_middleware wraps: the last added runs first.
+    app.add_middleware(AuthMiddleware, admin_token=admin_token, secret=ctx.secret)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(ErrorGuardMiddleware)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.openapi = lambda: _openapi_with_extras(app)  # type: ignore[method-assign]
+    return app
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def run_server(
+    store_url: str = "sqlite:///agentbolt.db",
+    host: str = "127.0.0.1",
+    port: int = 4747,
+    admin_token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    log_level: str = "info",
+) -> None:
+    """Serve the store at ``store_url`` on ``host:port`` until interrupted (blocks).
+
+    Without ``admin_token`` anyone who can reach the port drives the store, so the server
+    then refuses to listen anywhere but loopback.
+    """
+    import uvicorn
+
+    from agentbolt.store.url import open_store
+
+    if admin_token is None and not _is_loopback(host):
+        raise ValueError(f"no admin token: refusing to listen on {host}; pass --admin-token or bind 127.0.0.1")
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if admin_token is None:
+        logger.warning("no admin token: the API is unauthenticated; anyone on this machine can use %s:%d", host, port)
+    app = create_app(open_store(store_url), admin_token=admin_token, max_body_bytes=max_body_bytes)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
+    uvicorn.Server(config).run()

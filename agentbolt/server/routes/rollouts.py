@@ -1,0 +1,127 @@
+"""Rollouts: enqueue, list, read, cancel, wait for them; and claim them (the queue)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from agentbolt.server.auth import mint_scoped_token
+from agentbolt.server.routes.context import (
+    ERROR_RESPONSES,
+    AdminOnly,
+    CallerDep,
+    ContextDep,
+    RolloutIdPath,
+    StoreDep,
+)
+from agentbolt.server.schemas import (
+    ClaimRequest,
+    EnqueueRequest,
+    RolloutPatch,
+    RolloutQuery,
+    WaitRequest,
+)
+from agentbolt.types import Claim, Page, Rollout, RolloutMode, RolloutStatus
+
+__all__ = ["router", "sign_claims"]
+
+router = APIRouter(prefix="/v1", tags=["rollouts"], responses=ERROR_RESPONSES)
+
+
+def sign_claims(claims: list[Claim], secret: bytes) -> list[Claim]:
+    """Give each claim the token scoped to its new attempt."""
+    for c in claims:
+        c.token = mint_scoped_token(secret, c.rollout.rollout_id, c.attempt.attempt_id)
+    return claims
+
+
+@router.post("/rollouts", response_model=list[Rollout], summary="Enqueue rollouts", dependencies=[AdminOnly])
+async def enqueue_rollouts(body: EnqueueRequest, store: StoreDep) -> list[Rollout]:
+    """Queue rollouts in order. A ``rollout_id`` that is already stored is not queued
+    again: the stored rollout comes back, so re-sending is safe."""
+    return await store.enqueue_rollouts(body.rollouts)
+
+
+@router.get("/rollouts", response_model=Page[Rollout], summary="List rollouts", dependencies=[AdminOnly])
+async def list_rollouts(
+    store: StoreDep,
+    status: Annotated[list[RolloutStatus] | None, Query(description="Repeat to match any of several.")] = None,
+    mode: RolloutMode | None = None,
+    rollout_id: Annotated[list[str] | None, Query(description="Repeat to list several ids.")] = None,
+    sort_by: Annotated[str, Query(description="created_at, updated_at, rollout_id or reward.")] = "created_at",
+    descending: bool = False,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=10_000, description="next_cursor of the previous page.")] = None,
+) -> Page[Rollout]:
+    return await store.query_rollouts(
+        status=status,
+        mode=mode,
+        rollout_ids=rollout_id,
+        sort_by=sort_by,
+        descending=descending,
+        limit=limit,
+        cursor=cursor,
+    )
+
+
+@router.post(
+    "/rollouts/query",
+    response_model=Page[Rollout],
+    summary="List rollouts (filters in the body)",
+    dependencies=[AdminOnly],
+)
+async def query_rollouts(body: RolloutQuery, store: StoreDep) -> Page[Rollout]:
+    """Same as ``GET /v1/rollouts``, for filters too long for a URL (thousands of ids)."""
+    return await store.query_rollouts(
+        status=body.status,
+        mode=body.mode,
+        rollout_ids=body.rollout_ids,
+        sort_by=body.sort_by,
+        descending=body.descending,
+        limit=body.limit,
+        cursor=body.cursor,
+    )
+
+
+@router.post(
+    "/rollouts/wait", response_model=list[Rollout], summary="Wait for rollouts to finish", dependencies=[AdminOnly]
+)
+async def wait_for_rollouts(body: WaitRequest, store: StoreDep) -> list[Rollout]:
+    """Long-poll: answers as soon as every listed rollout has finished, or after
+    ``timeout`` seconds (at most 30) with the ones that have. Call again to wait longer."""
+    return await store.wait_for_rollouts(body.rollout_ids, timeout=body.timeout)
+
+
+@router.get("/rollouts/{rollout_id:path}", response_model=Rollout, summary="Get a rollout")
+async def get_rollout(rollout_id: RolloutIdPath, store: StoreDep, caller: CallerDep) -> Rollout:
+    caller.require_rollout(rollout_id, "reading another rollout")
+    return await store.get_rollout(rollout_id)
+
+
+@router.patch(
+    "/rollouts/{rollout_id:path}", response_model=Rollout, summary="Update a rollout", dependencies=[AdminOnly]
+)
+async def update_rollout(rollout_id: RolloutIdPath, body: RolloutPatch, store: StoreDep) -> Rollout:
+    """Merge ``metadata``; ``status`` may only be ``cancelled`` (other changes happen by
+    reporting attempts)."""
+    return await store.update_rollout(rollout_id, status=body.status, metadata=body.metadata)
+
+
+@router.post(
+    "/rollouts/{rollout_id:path}/cancel", response_model=Rollout, summary="Cancel a rollout", dependencies=[AdminOnly]
+)
+async def cancel_rollout(rollout_id: RolloutIdPath, store: StoreDep) -> Rollout:
+    """Cancel a rollout that has not finished; its running attempt fails. Idempotent."""
+    return await store.cancel_rollout(rollout_id)
+
+
+@router.post(
+    "/claims", response_model=list[Claim], summary="Claim queued rollouts", tags=["queue"], dependencies=[AdminOnly]
+)
+async def claim_rollouts(body: ClaimRequest, store: StoreDep, ctx: ContextDep) -> list[Claim]:
+    """Take up to ``limit`` rollouts in queue order, each with a new attempt and a
+    ``token`` scoped to it (for the agent's spans, reward and model calls). Re-sending
+    the same ``request_id`` returns the same claims."""
+    claims = await store.claim_rollouts(body.worker_id, body.limit, body.request_id)
+    return sign_claims(claims, await ctx.secret())

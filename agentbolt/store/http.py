@@ -1,0 +1,510 @@
+"""``HttpStore``: the Store interface over the agentbolt server's HTTP API.
+
+A runner, a harness or an algorithm in another process (or on another machine) uses
+this exactly like a local store; the server's typed errors are raised again here.
+
+* **Retries.** Connection errors, timeouts, 429 and 5xx are retried with exponential
+  backoff and jitter for calls that are safe to repeat — which is nearly all of them:
+  enqueue sends client-chosen rollout ids, claims send a request id, spans are keyed by
+  span id, attempt updates are idempotent by design. Publishing resources is not, so it
+  is retried only when the request certainly never left (connection refused). When the
+  retries run out: :class:`~agentbolt.store.errors.StoreUnavailableError`.
+* **Batching.** Concurrent claims, span posts, attempt updates, heartbeats and worker
+  updates from many tasks are coalesced into ``POST /v1/batch`` requests (see
+  :mod:`agentbolt.store.http_batching`). Rollout-scoped tokens cannot batch, so batching
+  is off for them.
+* **Event loops.** One HTTP connection pool per event loop, made on first use, so the
+  same object works from successive ``asyncio.run`` calls and from several threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import random
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+import orjson
+from pydantic import BaseModel, TypeAdapter
+
+from agentbolt.store.base import Store
+from agentbolt.store.errors import StoreError, StoreUnavailableError, error_from_status
+from agentbolt.store.http_batching import Batcher
+from agentbolt.types import (
+    Attempt,
+    AttemptStatus,
+    Claim,
+    ErrorInfo,
+    Page,
+    Resource,
+    Resources,
+    Rollout,
+    RolloutCreate,
+    RolloutMode,
+    RolloutStatus,
+    Span,
+    StoreStats,
+    Worker,
+    WorkerStatus,
+    new_id,
+)
+
+__all__ = ["HttpStore"]
+
+T = TypeVar("T")
+
+MAX_WAIT_SECONDS = 30.0
+"""Longest single long-poll the server accepts (``POST /v1/rollouts/wait``)."""
+
+_ROLLOUTS = TypeAdapter(list[Rollout])
+_ROLLOUT = TypeAdapter(Rollout)
+_ROLLOUT_PAGE = TypeAdapter(Page[Rollout])
+_CLAIMS = TypeAdapter(list[Claim])
+_ATTEMPT = TypeAdapter(Attempt)
+_ATTEMPTS = TypeAdapter(list[Attempt])
+_SPANS = TypeAdapter(list[Span])
+_SPAN_PAGE = TypeAdapter(Page[Span])
+_RESOURCES = TypeAdapter(Resources)
+_RESOURCES_PAGE = TypeAdapter(Page[Resources])
+_RESOURCE_MAP = TypeAdapter(dict[str, Resource])
+_WORKER = TypeAdapter(Worker)
+_WORKERS = TypeAdapter(list[Worker])
+_STATS = TypeAdapter(StoreStats)
+
+_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+"""Transport errors that guarantee the server never saw the request."""
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    raise TypeError(f"cannot send {type(obj).__name__} as JSON")
+
+
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj, default=_json_default)
+
+
+@functools.cache
+def _shared_ssl_context() -> ssl.SSLContext:
+    """One TLS context for every client: building one costs milliseconds."""
+    return httpx.create_ssl_context()
+
+
+def _seg(value: str) -> str:
+    """One URL path segment. Dots are escaped too, so ids like ``..`` are not
+    collapsed by URL normalisation; the server decodes ``%2F`` back to ``/``."""
+    return quote(value, safe="").replace(".", "%2E")
+
+
+def _error_of(response: httpx.Response) -> StoreError:
+    try:
+        err = orjson.loads(response.content)["error"]
+        code, message = err.get("code"), str(err.get("message") or "")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        code, message = None, f"HTTP {response.status_code}: {response.text[:300]}"
+    return error_from_status(response.status_code, code, message or f"HTTP {response.status_code}")
+
+
+class _Lanes:
+    """Up to ``size`` single-connection httpx clients, each lent to one request at a time.
+
+    httpx's own pool rescans every connection on each request; with dozens of
+    connections that costs more CPU than the request itself. One connection per client
+    keeps the bookkeeping constant; the most recently used client is lent first, so a
+    light load keeps few connections open.
+    """
+
+    def __init__(self, make: Callable[[], httpx.AsyncClient], size: int) -> None:
+        self._make = make
+        self._free: list[httpx.AsyncClient] = []
+        self._all: list[httpx.AsyncClient] = []
+        self._slots = asyncio.Semaphore(size)
+
+    @contextlib.asynccontextmanager
+    async def lease(self) -> AsyncIterator[httpx.AsyncClient]:
+        async with self._slots:
+            if self._free:
+                client = self._free.pop()
+            else:
+                client = self._make()
+                self._all.append(client)
+            try:
+                yield client
+            finally:
+                self._free.append(client)
+
+    async def aclose(self) -> None:
+        clients, self._all, self._free = self._all, [], []
+        for client in clients:
+            await client.aclose()
+
+
+class _LoopState:
+    """The connections (and batcher) of one event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, lanes: _Lanes, batcher: Batcher | None) -> None:
+        self.loop = loop
+        self.lanes = lanes
+        self.batcher = batcher
+
+
+class HttpStore(Store):
+    """A :class:`~agentbolt.store.base.Store` served by ``agentbolt server`` at ``base_url``.
+
+    ``token`` — the admin token, or a rollout-scoped token (then only the calls an agent
+    may make work). ``timeout`` — seconds per request. ``max_retries`` — retries of a
+    failed call before :class:`StoreUnavailableError`. ``batching`` — coalesce
+    concurrent calls (see the module docstring). ``max_connections`` — per event loop.
+    """
+
+    batch_concurrency: int = 2
+    """Batch requests in flight at once per event loop; more calls wait for the next one."""
+    backoff_base: float = 0.05
+    """First retry delay in seconds; doubles each retry (with full jitter)."""
+    backoff_max: float = 2.0
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 5,
+        batching: bool = True,
+        max_connections: int = 64,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"HttpStore needs an http:// or https:// URL, got {base_url!r}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.batching = batching and not (token or "").startswith("ab1.")
+        self.max_connections = max_connections
+        self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
+        self._states_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"HttpStore({self.base_url!r})"
+
+    # ------------------------------------------------------------------ plumbing
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._states.get(loop)
+        if state is not None:
+            return state
+        with self._states_lock:
+            for old in [lp for lp in self._states if lp.is_closed()]:
+                del self._states[old]  # its sockets died with its loop
+            headers = {"content-type": "application/json", "accept": "application/json"}
+            if self.token:
+                headers["authorization"] = f"Bearer {self.token}"
+            ssl_context = _shared_ssl_context()
+
+            def make_client() -> httpx.AsyncClient:
+                return httpx.AsyncClient(
+                    base_url=self.base_url,
+                    headers=headers,
+                    timeout=httpx.Timeout(self.timeout),
+                    limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+                    verify=ssl_context,
+                )
+
+            batcher = Batcher(self._send_batch, concurrency=self.batch_concurrency) if self.batching else None
+            state = self._states[loop] = _LoopState(loop, _Lanes(make_client, self.max_connections), batcher)
+            return state
+
+    def _backoff(self, attempt: int, response: httpx.Response | None = None) -> float:
+        delay = random.uniform(0, min(self.backoff_max, self.backoff_base * 2**attempt))
+        if response is not None:
+            retry_after = response.headers.get("retry-after")
+            if retry_after:
+                try:
+                    delay = max(delay, min(float(retry_after), 10.0))
+                except ValueError:
+                    pass
+        return delay
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: dict[str, Any] | None = None,
+        idempotent: bool = True,
+        timeout: float | None = None,
+        raw_body: bytes | None = None,
+    ) -> Any:
+        """One API call with retries; returns the decoded JSON answer."""
+        state = self._state()
+        content = raw_body if raw_body is not None else (None if body is None else _dumps(body))
+        last = ""
+        retry_response: httpx.Response | None = None
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                await asyncio.sleep(self._backoff(attempt - 1, retry_response))
+            retry_response = None
+            try:
+                async with state.lanes.lease() as http:
+                    response = await http.request(
+                        method,
+                        path,
+                        content=content,
+                        params=params,
+                        timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
+                    )
+            except _NEVER_SENT as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                if idempotent:
+                    continue
+                raise StoreUnavailableError(
+                    f"{method} {self.base_url}{path} failed after it was sent ({last}); it was not retried "
+                    "because repeating it could apply it twice: check the store before trying again"
+                ) from exc
+            status = response.status_code
+            if status < 400:
+                return orjson.loads(response.content) if response.content else None
+            if status in _RETRY_STATUS and idempotent:
+                last = f"HTTP {status}: {_error_of(response).message}"
+                retry_response = response
+                continue
+            raise _error_of(response)
+        raise StoreUnavailableError(
+            f"the store at {self.base_url} did not answer {method} {path} after {self.max_retries + 1} tries "
+            f"(last: {last or 'no answer'}); is the server running?"
+        )
+
+    async def _send_batch(self, body: bytes, n_ops: int) -> list[dict[str, Any]]:
+        answer = await self._request("POST", "/v1/batch", raw_body=body)
+        return answer["results"]
+
+    async def _op(self, op: str, args: bytes, result: TypeAdapter[T], method: str, path: str, body: bytes | None) -> T:
+        """Run one batchable store call: through the batcher, or as its REST route
+        (``method path`` with ``body``). ``args`` is the op's arguments as JSON."""
+        state = self._state()
+        if state.batcher is None:
+            return result.validate_python(await self._request(method, path, raw_body=body))
+        payload = b'{"op":"' + op.encode() + b'","args":' + args + b"}"
+        for attempt in range(self.max_retries + 1):
+            answer = await state.batcher.submit(payload)
+            if answer.get("ok"):
+                return result.validate_python(answer.get("result"))
+            status = int(answer.get("status") or 500)
+            err = answer.get("error") or {}
+            error = error_from_status(status, err.get("code"), str(err.get("message") or f"HTTP {status}"))
+            if status not in _RETRY_STATUS:
+                raise error
+            if attempt < self.max_retries:
+                await asyncio.sleep(self._backoff(attempt))
+        raise StoreUnavailableError(
+            f"the store at {self.base_url} kept failing {op} after {self.max_retries + 1} tries (last: {error.message})"
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        self._state()
+
+    async def close(self) -> None:
+        """Close this event loop's connections (waiting for batches in flight)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        with self._states_lock:
+            state = self._states.pop(loop, None)
+        if state is not None:
+            if state.batcher is not None:
+                await state.batcher.aclose()
+            await state.lanes.aclose()
+
+    # ------------------------------------------------------------------ rollouts
+    async def enqueue_rollouts(self, rollouts: Sequence[RolloutCreate]) -> list[Rollout]:
+        # ids chosen here make a retried enqueue safe: the server stores each id once
+        specs = [r if r.rollout_id else r.model_copy(update={"rollout_id": new_id("ro")}) for r in rollouts]
+        return _ROLLOUTS.validate_python(await self._request("POST", "/v1/rollouts", {"rollouts": specs}))
+
+    async def claim_rollouts(
+        self, worker_id: str | None = None, limit: int = 1, request_id: str | None = None
+    ) -> list[Claim]:
+        args = _dumps({"worker_id": worker_id, "limit": limit, "request_id": request_id or uuid.uuid4().hex})
+        return await self._op("claim_rollouts", args, _CLAIMS, "POST", "/v1/claims", args)
+
+    async def get_rollout(self, rollout_id: str) -> Rollout:
+        return _ROLLOUT.validate_python(await self._request("GET", f"/v1/rollouts/{_seg(rollout_id)}"))
+
+    async def query_rollouts(
+        self,
+        *,
+        status: Sequence[RolloutStatus] | None = None,
+        mode: RolloutMode | None = None,
+        rollout_ids: Sequence[str] | None = None,
+        sort_by: str = "created_at",
+        descending: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[Rollout]:
+        body = {
+            "status": None if status is None else list(status),
+            "mode": mode,
+            "rollout_ids": None if rollout_ids is None else list(rollout_ids),
+            "sort_by": sort_by,
+            "descending": descending,
+            "limit": limit,
+            "cursor": cursor,
+        }
+        return _ROLLOUT_PAGE.validate_python(await self._request("POST", "/v1/rollouts/query", body))
+
+    async def update_rollout(
+        self,
+        rollout_id: str,
+        *,
+        status: RolloutStatus | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Rollout:
+        body = {"status": status, "metadata": metadata}
+        return _ROLLOUT.validate_python(await self._request("PATCH", f"/v1/rollouts/{_seg(rollout_id)}", body))
+
+    async def wait_for_rollouts(self, rollout_ids: Sequence[str], timeout: float | None = None) -> list[Rollout]:
+        """Long-polls the server (at most 30 s per request) until every rollout has
+        finished or ``timeout`` has passed; returns the finished ones in the order given."""
+        ids = list(dict.fromkeys(rollout_ids))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        finished: dict[str, Rollout] = {}
+        while True:
+            waiting = [rid for rid in ids if rid not in finished]
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            poll = MAX_WAIT_SECONDS if remaining is None else min(remaining, MAX_WAIT_SECONDS)
+            if waiting:
+                answer = await self._request(
+                    "POST",
+                    "/v1/rollouts/wait",
+                    {"rollout_ids": waiting, "timeout": poll},
+                    timeout=poll + self.timeout,
+                )
+                finished.update((r.rollout_id, r) for r in _ROLLOUTS.validate_python(answer))
+            if len(finished) == len(ids) or (remaining is not None and remaining <= poll):
+                return [finished[rid] for rid in ids if rid in finished]
+
+    # ------------------------------------------------------------------ attempts
+    async def get_attempt(self, rollout_id: str, attempt_id: str) -> Attempt:
+        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}"
+        return _ATTEMPT.validate_python(await self._request("GET", path))
+
+    async def query_attempts(self, rollout_id: str) -> list[Attempt]:
+        return _ATTEMPTS.validate_python(await self._request("GET", f"/v1/rollouts/{_seg(rollout_id)}/attempts"))
+
+    async def update_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: AttemptStatus | None = None,
+        error: ErrorInfo | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Attempt:
+        patch = {"status": status, "error": error, "metadata": metadata}
+        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}"
+        args = _dumps({"rollout_id": rollout_id, "attempt_id": attempt_id, **patch})
+        return await self._op("update_attempt", args, _ATTEMPT, "PATCH", path, _dumps(patch))
+
+    async def heartbeat(self, rollout_id: str, attempt_id: str) -> Attempt:
+        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/heartbeat"
+        args = _dumps({"rollout_id": rollout_id, "attempt_id": attempt_id})
+        return await self._op("heartbeat", args, _ATTEMPT, "POST", path, None)
+
+    # ------------------------------------------------------------------ spans
+    async def add_spans(self, spans: Sequence[Span]) -> list[Span]:
+        args = b'{"spans":' + _SPANS.dump_json(list(spans)) + b"}"
+        return await self._op("add_spans", args, _SPANS, "POST", "/v1/spans", args)
+
+    async def query_spans(
+        self,
+        rollout_id: str,
+        attempt_id: str | None = None,
+        *,
+        name: str | None = None,
+        limit: int = 1000,
+        cursor: str | None = None,
+    ) -> Page[Span]:
+        params = {k: v for k, v in {"attempt_id": attempt_id, "name": name, "cursor": cursor}.items() if v is not None}
+        params["limit"] = limit
+        answer = await self._request("GET", f"/v1/rollouts/{_seg(rollout_id)}/spans", params=params)
+        return _SPAN_PAGE.validate_python(answer)
+
+    # ------------------------------------------------------------------ resources
+    async def add_resources(self, resources: dict[str, Resource], metadata: dict[str, Any] | None = None) -> Resources:
+        body = {"resources": _RESOURCE_MAP.dump_python(resources, mode="json"), "metadata": metadata}
+        return _RESOURCES.validate_python(await self._request("POST", "/v1/resources", body, idempotent=False))
+
+    async def update_resources(
+        self, resources: dict[str, Resource], metadata: dict[str, Any] | None = None
+    ) -> Resources:
+        body = {"resources": _RESOURCE_MAP.dump_python(resources, mode="json"), "metadata": metadata}
+        return _RESOURCES.validate_python(await self._request("PATCH", "/v1/resources", body, idempotent=False))
+
+    async def get_resources(self, version: int) -> Resources:
+        return _RESOURCES.validate_python(await self._request("GET", f"/v1/resources/{int(version)}"))
+
+    async def get_latest_resources(self) -> Resources | None:
+        try:
+            return _RESOURCES.validate_python(await self._request("GET", "/v1/resources/latest"))
+        except StoreError as exc:
+            if exc.status_code == 404:
+                return None
+            raise
+
+    async def query_resources(self, *, limit: int = 100, cursor: str | None = None) -> Page[Resources]:
+        params: dict[str, Any] = {"limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        return _RESOURCES_PAGE.validate_python(await self._request("GET", "/v1/resources", params=params))
+
+    # ------------------------------------------------------------------ workers
+    async def update_worker(
+        self,
+        worker_id: str,
+        *,
+        status: WorkerStatus | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Worker:
+        patch = {"status": status, "metadata": metadata}
+        args = _dumps({"worker_id": worker_id, **patch})
+        path = f"/v1/workers/{_seg(worker_id)}"
+        return await self._op("update_worker", args, _WORKER, "POST", path, _dumps(patch))
+
+    async def get_worker(self, worker_id: str) -> Worker:
+        return _WORKER.validate_python(await self._request("GET", f"/v1/workers/{_seg(worker_id)}"))
+
+    async def query_workers(self) -> list[Worker]:
+        return _WORKERS.validate_python(await self._request("GET", "/v1/workers"))
+
+    # ------------------------------------------------------------------ stats & deadlines
+    async def stats(self) -> StoreStats:
+        return _STATS.validate_python(await self._request("GET", "/v1/stats"))
+
+    async def check_deadlines(self) -> int:
+        """Ask the server to expire overdue attempts now (it also does so on its own)."""
+        answer = await self._request("POST", "/v1/deadlines/check")
+        return int(answer["expired"])
+
+    async def get_secret(self) -> bytes:
+        raise StoreError(
+            "the store secret is not available over HTTP: the server mints rollout-scoped tokens "
+            "itself and returns them in Claim.token"
+        )

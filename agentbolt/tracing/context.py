@@ -1,0 +1,111 @@
+"""Which rollout attempt, and which agent, the code running right now belongs to.
+
+Both live in :mod:`contextvars`, so many rollouts can run at once in one process —
+as asyncio tasks, or in threads started with ``asyncio.to_thread`` or
+``contextvars.copy_context().run`` — and every span lands in its own rollout. A thread
+started with a bare ``threading.Thread`` does not inherit them (that is how Python's
+context variables work); start it through ``copy_context().run`` instead.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agentbolt.types import Attempt, Resources, Rollout
+
+if TYPE_CHECKING:
+    from agentbolt.store.base import Store
+    from agentbolt.tracing.tracer import Tracer
+
+__all__ = [
+    "AttemptContext",
+    "NoActiveRolloutError",
+    "current_context",
+    "require_context",
+    "agent",
+    "current_agent_name",
+]
+
+
+@dataclass(frozen=True)
+class AttemptContext:
+    """Everything code inside a rollout may need: what runs, with what, and where its
+    spans go."""
+
+    rollout: Rollout
+    attempt: Attempt
+    resources: Resources | None
+    store: Store
+    tracer: Tracer
+
+    @property
+    def rollout_id(self) -> str:
+        return self.rollout.rollout_id
+
+    @property
+    def attempt_id(self) -> str:
+        return self.attempt.attempt_id
+
+
+class NoActiveRolloutError(RuntimeError):
+    """An emitter was called outside any rollout, so there is nowhere to record it."""
+
+
+_ATTEMPT: contextvars.ContextVar[AttemptContext | None] = contextvars.ContextVar("agentbolt_attempt", default=None)
+_AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("agentbolt_agent", default=None)
+
+
+def current_context() -> AttemptContext | None:
+    """The attempt the calling code runs in, or None outside any rollout."""
+    return _ATTEMPT.get()
+
+
+def require_context() -> AttemptContext:
+    """The attempt the calling code runs in; raises :class:`NoActiveRolloutError` if none."""
+    ctx = _ATTEMPT.get()
+    if ctx is None:
+        raise NoActiveRolloutError(
+            "no rollout is active here: agentbolt.emit_* records into the current rollout, so call it "
+            "from inside an agent run by agentbolt (a @agentbolt.rollout function, a LitAgent, or a "
+            "`with tracer.attempt(rollout, attempt):` block). If you started a thread yourself, start it "
+            "with asyncio.to_thread(...) or contextvars.copy_context().run(...) so it inherits the rollout."
+        )
+    return ctx
+
+
+@contextmanager
+def activate(ctx: AttemptContext) -> Iterator[AttemptContext]:
+    """Make ``ctx`` the current attempt for the duration of the block (used by the tracer)."""
+    token = _ATTEMPT.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _ATTEMPT.reset(token)
+
+
+@contextmanager
+def agent(name: str) -> Iterator[None]:
+    """Name the agent that runs inside the block.
+
+    Every span started inside carries ``agentbolt.agent.name = name``, which adapters
+    match with ``agent_match`` to pick the calls of one agent in a multi-agent system::
+
+        with agentbolt.agent("planner"):
+            plan = client.chat.completions.create(...)
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"agent name must be a non-empty string, got {name!r}")
+    token = _AGENT.set(name)
+    try:
+        yield
+    finally:
+        _AGENT.reset(token)
+
+
+def current_agent_name() -> str | None:
+    """The name set by the innermost enclosing :func:`agent` block, or None."""
+    return _AGENT.get()

@@ -1,0 +1,119 @@
+"""Auto-instrumentation of the model clients and agent frameworks people use.
+
+agentbolt writes no patches of its own: it switches on the OpenInference
+instrumentors (``openinference-instrumentation-openai``, ``-langchain``, ``-litellm``),
+bound to agentbolt's process-wide TracerProvider, so their spans reach the rollout
+they belong to. Each is switched on once per process, when its library is imported —
+right away if it already is — so a library that is installed but unused costs no
+import time. A library whose instrumentor is not installed is skipped (with a debug
+log); install ``agentbolt[tracing]`` to get them all.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import ModuleType
+
+from agentbolt.tracing.processor import shared_provider
+
+__all__ = ["LIBRARIES", "instrument", "instrumented_libraries"]
+
+log = logging.getLogger("agentbolt.tracing")
+
+
+@dataclass(frozen=True)
+class _Library:
+    name: str
+    """The library's import name, e.g. ``"openai"``."""
+    instrumentor: str
+    """``module:Class`` of its OpenInference instrumentor."""
+    trace_config: tuple[tuple[str, bool], ...] = ()
+    """OpenInference ``TraceConfig`` settings for it."""
+
+
+_RAW_JSON_IS_ENOUGH = (("hide_input_messages", True), ("hide_output_messages", True), ("hide_llm_tools", True))
+"""The openai instrumentation records the request and response JSON, from which agentbolt
+normalises the span: its flattened copies of messages and tools would only cost time."""
+
+LIBRARIES: tuple[_Library, ...] = (
+    _Library("openai", "openinference.instrumentation.openai:OpenAIInstrumentor", _RAW_JSON_IS_ENOUGH),
+    _Library("langchain_core", "openinference.instrumentation.langchain:LangChainInstrumentor"),
+    _Library("litellm", "openinference.instrumentation.litellm:LiteLLMInstrumentor"),
+)
+"""What agentbolt instruments when installed: the ``openai`` client (sync, async, chat
+completions, completions, responses, streaming, tool calls), LangChain and LangGraph
+(through ``langchain_core``), and LiteLLM."""
+
+_lock = threading.Lock()
+_hooked: set[str] = set()
+_done: set[str] = set()
+
+
+def instrument(libraries: Iterable[str] | None = None) -> list[str]:
+    """Switch on instrumentation of the given libraries (default: all of :data:`LIBRARIES`
+    that are installed). Idempotent. Returns the libraries that will be instrumented
+    (now, or when they are first imported)."""
+    wanted = {lib.name for lib in LIBRARIES} if libraries is None else set(libraries)
+    unknown = wanted - {lib.name for lib in LIBRARIES}
+    if unknown:
+        raise ValueError(f"agentbolt cannot instrument {sorted(unknown)}; it knows {[lib.name for lib in LIBRARIES]}")
+    hooked: list[str] = []
+    for lib in LIBRARIES:
+        if lib.name not in wanted:
+            continue
+        with _lock:
+            if lib.name in _hooked:
+                hooked.append(lib.name)
+                continue
+            if not _installed(lib.name):
+                continue
+            if not _installed(lib.instrumentor.split(":")[0]):
+                log.debug("%s is installed but its instrumentor %s is not; not tracing it", lib.name, lib.instrumentor)
+                continue
+            _hooked.add(lib.name)
+        hooked.append(lib.name)
+        import wrapt  # installed with every OpenInference instrumentor
+
+        wrapt.register_post_import_hook(_hook_for(lib), lib.name)
+    return hooked
+
+
+def instrumented_libraries() -> set[str]:
+    """Libraries whose instrumentation is active in this process."""
+    with _lock:
+        return set(_done)
+
+
+def _hook_for(lib: _Library):  # type: ignore[no-untyped-def]
+    def hook(module: ModuleType) -> None:
+        with _lock:
+            if lib.name in _done:
+                return
+            _done.add(lib.name)
+        module_name, cls_name = lib.instrumentor.split(":")
+        try:
+            instrumentor = getattr(importlib.import_module(module_name), cls_name)()
+            kwargs: dict[str, object] = {"tracer_provider": shared_provider()}
+            if lib.trace_config:
+                from openinference.instrumentation import TraceConfig
+
+                kwargs["config"] = TraceConfig(**dict(lib.trace_config))
+            instrumentor.instrument(**kwargs)
+        except Exception:  # noqa: BLE001 — tracing must never break the user's import
+            with _lock:
+                _done.discard(lib.name)
+            log.warning("could not switch on tracing of %s", lib.name, exc_info=True)
+
+    return hook
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False

@@ -1,0 +1,1 @@
+"""Real (not mocked) stand-ins for outside services, used by the tests."""
