@@ -11,6 +11,9 @@ timed window. Backends:
                      in a separate process on a SqliteStore
 * ``http-nobatch`` — the same with client-side batching off (one HTTP request per call)
 
+``--span-calls 5`` sends the 5 spans in 5 separate calls instead (what the peer's default
+OpenTelemetry path does: ``add_otel_span`` once per span).
+
 With ``--peer`` it also runs the reference peer (Agent Lightning 0.3.0's
 ``InMemoryLightningStore`` and its ``LightningStoreServer``/``LightningStoreClient``)
 through the same scenario in the same run, from its own venv
@@ -57,7 +60,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def scenario(store: Store, concurrency: int, rollouts: int) -> float:
+async def scenario(store: Store, concurrency: int, rollouts: int, span_calls: int = 1) -> float:
     """Run the scenario; return rollouts per second (wall clock, enqueue included)."""
     t0 = time.perf_counter()
     for i in range(0, rollouts, 100):
@@ -75,7 +78,11 @@ async def scenario(store: Store, concurrency: int, rollouts: int) -> float:
                 Span(rollout_id=rid, attempt_id=aid, name=f"step-{j}", attributes={"j": j, "k": k})
                 for j in range(5)
             ]
-            await store.add_spans(spans)
+            if span_calls == 1:
+                await store.add_spans(spans)
+            else:  # one call per span, as an unbatched tracer would
+                for span in spans:
+                    await store.add_spans([span])
             await store.update_attempt(rid, aid, status=AttemptStatus.SUCCEEDED)
             done += 1
 
@@ -113,7 +120,7 @@ class ServerProcess:
             self.proc.kill()
 
 
-async def run_ours(backend: str, concurrency: int, rollouts: int, tmp: Path) -> float:
+async def run_ours(backend: str, concurrency: int, rollouts: int, tmp: Path, span_calls: int = 1) -> float:
     db = tmp / f"{backend}-{concurrency}-{time.monotonic_ns()}.db"
     if backend == "memory":
         store: Store = MemoryStore()
@@ -124,7 +131,7 @@ async def run_ours(backend: str, concurrency: int, rollouts: int, tmp: Path) -> 
         store = HttpStore(server.url, batching=backend == "http", max_connections=max(16, min(concurrency, 128)))
     try:
         await store.start()
-        return await scenario(store, concurrency, rollouts)
+        return await scenario(store, concurrency, rollouts, span_calls)
     finally:
         await store.close()
         if backend.startswith("http"):
@@ -166,6 +173,13 @@ def main() -> None:
     ap.add_argument("--concurrency", default="1,16,128")
     ap.add_argument("--rollouts", type=int, default=None, help="rollouts per cell (default: 2000, smoke 40)")
     ap.add_argument("--json", action="store_true", help="print one JSON line per cell too")
+    ap.add_argument(
+        "--span-calls",
+        type=int,
+        choices=(1, 5),
+        default=1,
+        help="1: the 5 spans go in one add_spans call (agentbolt's tracer batches); 5: one call per span",
+    )
     args = ap.parse_args()
 
     rollouts = args.rollouts or (40 if args.smoke else 2000)
@@ -176,8 +190,15 @@ def main() -> None:
         for backend in backends:
             for c in conc:
                 n = rollouts if not (backend == "http-nobatch" and c == 1) else max(rollouts // 4, 10)
-                rps = asyncio.run(run_ours(backend, c, n, Path(d)))
-                row: dict[str, object] = {"system": "agentbolt", "backend": backend, "concurrency": c, "rollouts": n, "rollouts_per_s": round(rps, 1)}
+                rps = asyncio.run(run_ours(backend, c, n, Path(d), args.span_calls))
+                row: dict[str, object] = {
+                    "system": "agentbolt",
+                    "backend": backend,
+                    "concurrency": c,
+                    "rollouts": n,
+                    "span_calls": args.span_calls,
+                    "rollouts_per_s": round(rps, 1),
+                }
                 results.append(row)
                 console.print(f"agentbolt {backend:12s} c={c:<4d} {rps:9.1f} rollouts/s")
                 if args.json:
@@ -189,7 +210,14 @@ def main() -> None:
                     rps = run_peer(backend, c, peer_n)
                     if rps is None:
                         continue
-                    row = {"system": "agentlightning-0.3.0", "backend": backend, "concurrency": c, "rollouts": peer_n, "rollouts_per_s": round(rps, 1)}
+                    row = {
+                        "system": "agentlightning-0.3.0",
+                        "backend": backend,
+                        "concurrency": c,
+                        "rollouts": peer_n,
+                        "span_calls": 5,
+                        "rollouts_per_s": round(rps, 1),
+                    }
                     results.append(row)
                     console.print(f"peer      {backend:12s} c={c:<4d} {rps:9.1f} rollouts/s")
                     if args.json:

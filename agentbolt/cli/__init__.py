@@ -10,6 +10,7 @@ import typer
 
 from agentbolt.cli.server_cmd import server
 from agentbolt.cli.store_cmds import store_app
+from agentbolt.runner_cli import runner
 
 __all__ = ["app"]
 
@@ -21,6 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command(name="server")(server)
+app.command(name="runner")(runner)
 app.add_typer(store_app, name="store")
 
 

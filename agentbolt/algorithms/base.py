@@ -1,0 +1,106 @@
+"""What an algorithm is, and what it gets to work with.
+
+An algorithm talks only to the store: it enqueues rollouts (one per dataset item),
+waits for runners to finish them, reads rewards and spans, and (for learning
+algorithms) publishes new resources. :class:`AlgorithmContext` carries the store and
+the datasets, with helpers for the enqueue-and-wait step every algorithm needs.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbolt.store.base import Store
+from agentbolt.types import Rollout, RolloutConfig, RolloutCreate, RolloutMode
+
+__all__ = ["Algorithm", "AlgorithmContext", "DEFAULT_ROLLOUT_CONFIG"]
+
+DEFAULT_ROLLOUT_CONFIG = RolloutConfig(unresponsive_seconds=60.0)
+"""Rollouts enqueued by algorithms are retried when their runner goes silent for a
+minute (a crashed process, a lost machine); runners heartbeat every few seconds."""
+
+_CHUNK = 500
+
+
+@dataclass
+class AlgorithmContext:
+    """The store and datasets an algorithm runs with."""
+
+    store: Store
+    train_dataset: Sequence[Any] | None = None
+    val_dataset: Sequence[Any] | None = None
+    rollout_config: RolloutConfig = field(default_factory=lambda: DEFAULT_ROLLOUT_CONFIG.model_copy(deep=True))
+    """Limits and retry policy for rollouts enqueued through this context."""
+
+    async def enqueue(
+        self,
+        dataset: Iterable[Any],
+        mode: RolloutMode | str = RolloutMode.TRAIN,
+        *,
+        resources_version: int | None = None,
+        config: RolloutConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[Rollout]:
+        """Queue one rollout per item (its ``input``), in dataset order. Each rollout's
+        metadata records its ``dataset_index``."""
+        mode = RolloutMode(mode)
+        cfg = config or self.rollout_config
+        specs = [
+            RolloutCreate(
+                input=item,
+                mode=mode,
+                resources_version=resources_version,
+                config=cfg,
+                metadata={**(metadata or {}), "dataset_index": i},
+            )
+            for i, item in enumerate(dataset)
+        ]
+        out: list[Rollout] = []
+        for i in range(0, len(specs), _CHUNK):
+            out.extend(await self.store.enqueue_rollouts(specs[i : i + _CHUNK]))
+        return out
+
+    async def wait(self, rollouts: Sequence[Rollout | str], timeout: float | None = None) -> list[Rollout]:
+        """Wait until every rollout has finished (or ``timeout`` s) and return all of
+        them, freshly read, in the order given; unfinished ones keep their status."""
+        ids = [r if isinstance(r, str) else r.rollout_id for r in rollouts]
+        if not ids:
+            return []
+        finished = await self.store.wait_for_rollouts(ids, timeout=timeout)
+        if len(finished) == len(set(ids)):
+            by_id = {r.rollout_id: r for r in finished}
+        else:
+            by_id = {}
+            for i in range(0, len(ids), _CHUNK):
+                chunk = ids[i : i + _CHUNK]
+                page = await self.store.query_rollouts(rollout_ids=chunk, limit=len(chunk))
+                by_id.update((r.rollout_id, r) for r in page.items)
+        return [by_id[rid] for rid in ids]
+
+    async def run_dataset(
+        self,
+        dataset: Iterable[Any],
+        mode: RolloutMode | str = RolloutMode.TRAIN,
+        *,
+        resources_version: int | None = None,
+        config: RolloutConfig | None = None,
+        metadata: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> list[Rollout]:
+        """:meth:`enqueue` the dataset, then :meth:`wait` for it: the finished rollouts."""
+        rollouts = await self.enqueue(
+            dataset, mode, resources_version=resources_version, config=config, metadata=metadata
+        )
+        return await self.wait(rollouts, timeout=timeout)
+
+
+class Algorithm(abc.ABC):
+    """Base class of algorithms. :meth:`run` is called once by
+    :meth:`agentbolt.Trainer.fit` while runners work; what it returns, ``fit`` returns."""
+
+    @abc.abstractmethod
+    async def run(self, ctx: AlgorithmContext) -> Any:
+        """Drive training (or evaluation) through ``ctx.store``."""

@@ -1,0 +1,339 @@
+"""The three ways to hand an agent to agentbolt, and how its parameters are filled in.
+
+1. A function decorated with :func:`rollout` (sync or async)::
+
+       @agentbolt.rollout
+       async def solve(task, llm):
+           ...
+           return 1.0 if answer == task["answer"] else 0.0
+
+2. A :class:`LitAgent` subclass, with separate training and validation entry points.
+
+3. A plain function ``fn(task)`` or ``fn(rollout)`` (reading ``rollout.input[...]``).
+
+Parameters are filled in *by name*: ``task`` (the rollout's input; also the first
+positional parameter when it has another name), ``llm`` (the LLM resource of the
+rollout's resources version), ``prompt_template`` (its prompt template), ``resources``
+(all named resources, a dict), ``rollout`` (the :class:`~agentbolt.types.Rollout`), and
+any resource by its own name (e.g. ``main_llm``). A ``**kwargs`` parameter receives all
+of them.
+
+What the agent returns decides its reward: a number is recorded as the final reward
+(a reward span); ``None`` means the agent emitted its rewards itself with
+:func:`agentbolt.emit_reward` (or has none).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import numbers
+import pickle
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, overload
+
+from agentbolt.runner.loading import load_object
+from agentbolt.types import LLM, PromptTemplate, Resources, Rollout, RolloutMode
+
+__all__ = [
+    "INJECTABLE_PARAMETERS",
+    "AgentParameterError",
+    "RolloutFunction",
+    "rollout",
+    "LitAgent",
+    "EntryPoint",
+    "AgentAdapter",
+    "as_agent",
+    "reward_from_result",
+]
+
+INJECTABLE_PARAMETERS = ("task", "llm", "prompt_template", "resources", "rollout")
+"""Parameter names an agent function may declare to receive rollout data."""
+
+
+class AgentParameterError(TypeError):
+    """An agent asks for a parameter agentbolt cannot fill (or that the rollout lacks)."""
+
+
+# ----------------------------------------------------------------------------- decorator
+class RolloutFunction:
+    """A function marked with :func:`rollout`. Calling it calls the function unchanged;
+    ``.name`` names the agent (in spans, worker records and tables)."""
+
+    def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
+        if not callable(fn):
+            raise TypeError(f"@agentbolt.rollout decorates a function, got {type(fn).__name__}")
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<agentbolt rollout function {self.name!r}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled by reference (module + name), so child processes import the decorated
+        # object itself; the wrapped function cannot be pickled by reference because its
+        # module attribute now holds this wrapper.
+        module, qualname = self.__module__, self.__qualname__
+        if "<" in qualname:
+            raise pickle.PicklingError(
+                f"agent {self.name!r} is defined inside a function ({qualname}), so a child process "
+                "cannot import it: define it at module level, or use strategy='inprocess'"
+            )
+        return (load_object, (f"{module}:{qualname}",))
+
+
+@overload
+def rollout(fn: Callable[..., Any], *, name: str | None = None) -> RolloutFunction: ...
+@overload
+def rollout(fn: None = None, *, name: str | None = None) -> Callable[[Callable[..., Any]], RolloutFunction]: ...
+
+
+def rollout(
+    fn: Callable[..., Any] | None = None, *, name: str | None = None
+) -> RolloutFunction | Callable[[Callable[..., Any]], RolloutFunction]:
+    """Mark a sync or async function as an agent: ``@rollout`` or ``@rollout(name="solver")``."""
+    if fn is None:
+        return lambda f: RolloutFunction(f, name)
+    return RolloutFunction(fn, name)
+
+
+# ----------------------------------------------------------------------------- class form
+class LitAgent:
+    """Class form of an agent. Override :meth:`training_rollout`; override
+    :meth:`validation_rollout` too if validation/test rollouts should run differently.
+
+    Both may be sync or async and take the same parameters as a :func:`rollout`
+    function (``task`` first, then any of ``llm``, ``prompt_template``, ``resources``,
+    ``rollout`` — or ``**named`` for all of them).
+    """
+
+    name: str | None = None
+
+    def training_rollout(self, task: Any, **named: Any) -> float | None:
+        raise NotImplementedError(
+            f"{type(self).__name__} must define training_rollout(self, task, ...) returning a reward or None"
+        )
+
+    def validation_rollout(self, task: Any, **named: Any) -> float | None:
+        """Runs validation and test rollouts; by default the same as :meth:`training_rollout`."""
+        return self.training_rollout(task, **named)
+
+
+# ----------------------------------------------------------------------------- binding
+_TASK, _ROLLOUT = "task", "rollout"
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    source: str  # an injectable name, "resource:<name>", or "default"
+    positional_only: bool
+    has_default: bool
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """One callable of an agent plus the plan to fill its parameters."""
+
+    fn: Callable[..., Any]
+    is_async: bool
+    params: tuple[_Param, ...]
+    var_keyword: bool
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any]) -> EntryPoint:
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError) as err:
+            raise AgentParameterError(f"cannot read the parameters of {fn!r}: {err}") from None
+        params: list[_Param] = []
+        var_keyword = False
+        taken: set[str] = set()
+        first_positional = True
+        for p in sig.parameters.values():
+            if p.kind is p.VAR_POSITIONAL:
+                continue
+            if p.kind is p.VAR_KEYWORD:
+                var_keyword = True
+                continue
+            positional = p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            has_default = p.default is not p.empty
+            if p.name in INJECTABLE_PARAMETERS and p.name not in taken:
+                source = p.name
+            elif _is_rollout_annotation(p.annotation) and _ROLLOUT not in taken:
+                source = _ROLLOUT
+            elif positional and first_positional and _TASK not in taken:
+                source = _TASK
+            elif has_default:
+                source = "default"
+            else:
+                source = "resource:" + p.name
+            if positional:
+                first_positional = False
+            taken.add(source)
+            params.append(_Param(p.name, source, p.kind is p.POSITIONAL_ONLY, has_default))
+        return cls(fn=fn, is_async=_is_async_callable(fn), params=tuple(params), var_keyword=var_keyword)
+
+    def bind(self, rollout: Rollout, resources: Resources | None) -> tuple[list[Any], dict[str, Any]]:
+        """The arguments to call :attr:`fn` with for this rollout."""
+        named: dict[str, Any] = dict(resources.resources) if resources is not None else {}
+        values: dict[str, Any] = {
+            "task": rollout.input,
+            "llm": _pick(named, "llm", LLM),
+            "prompt_template": _pick(named, "prompt_template", PromptTemplate),
+            "resources": named,
+            "rollout": rollout,
+        }
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        used: set[str] = set()
+        for p in self.params:
+            if p.source == "default":
+                continue
+            if p.source.startswith("resource:"):
+                key = p.source[len("resource:") :]
+                if key not in named:
+                    raise AgentParameterError(self._unknown_parameter(p.name, rollout, named))
+                value = named[key]
+            else:
+                value = values[p.source]
+                if value is None and p.source in ("llm", "prompt_template"):
+                    if p.has_default:
+                        continue
+                    raise AgentParameterError(self._missing_resource(p.source, rollout, named))
+            used.add(p.source)
+            if p.positional_only:
+                args.append(value)
+            else:
+                kwargs[p.name] = value
+        if self.var_keyword:
+            for key, value in values.items():
+                if key not in used and key not in kwargs:
+                    kwargs[key] = value
+        return args, kwargs
+
+    def _unknown_parameter(self, name: str, rollout: Rollout, named: Mapping[str, Any]) -> str:
+        have = ", ".join(sorted(named)) or "none"
+        return (
+            f"agent {_describe(self.fn)} has a parameter {name!r} that agentbolt cannot fill: name it one of "
+            f"{', '.join(INJECTABLE_PARAMETERS)}, give it a default, or publish a resource called {name!r} "
+            f"(resources of rollout {rollout.rollout_id}: {have})"
+        )
+
+    def _missing_resource(self, what: str, rollout: Rollout, named: Mapping[str, Any]) -> str:
+        kind = "LLM" if what == "llm" else "PromptTemplate"
+        version = rollout.resources_version
+        where = f"resources version {version}" if version is not None else "the store (no resources published)"
+        return (
+            f"agent {_describe(self.fn)} asks for {what!r} but {where} has no {kind} resource "
+            f"(has: {', '.join(sorted(named)) or 'nothing'}); publish one, e.g. "
+            f"store.add_resources({{{what!r}: {kind}(...)}}) or Trainer(resources=...), "
+            f"or give the parameter a default"
+        )
+
+
+def _pick(named: Mapping[str, Any], key: str, kind: type) -> Any:
+    value = named.get(key)
+    if isinstance(value, kind):
+        return value
+    return next((v for v in named.values() if isinstance(v, kind)), None)
+
+
+def _is_rollout_annotation(annotation: Any) -> bool:
+    if annotation is Rollout:
+        return True
+    return isinstance(annotation, str) and (annotation == "Rollout" or annotation.endswith(".Rollout"))
+
+
+def _is_async_callable(fn: Any) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _describe(fn: Any) -> str:
+    return repr(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
+
+
+# ----------------------------------------------------------------------------- adapter
+class AgentAdapter:
+    """Any accepted agent form, seen the same way by the runner: a name, and the entry
+    point to call for a rollout's mode."""
+
+    def __init__(self, source: Any, name: str, train: EntryPoint, validation: EntryPoint | None = None) -> None:
+        self.source = source
+        """What the user passed (pickled or referenced to rebuild the agent elsewhere)."""
+        self.name = name
+        self._train = train
+        self._validation = validation or train
+
+    def entry_point(self, mode: RolloutMode) -> EntryPoint:
+        """Training rollouts use the training entry point; validation and test ones the
+        validation entry point."""
+        return self._train if mode == RolloutMode.TRAIN else self._validation
+
+    def __repr__(self) -> str:
+        return f"<agentbolt agent {self.name!r}>"
+
+
+def as_agent(obj: Any) -> AgentAdapter:
+    """Accept a :func:`rollout` function, a :class:`LitAgent` (instance or class), a plain
+    function ``fn(task)`` / ``fn(rollout)``, or a ``"module:object"`` reference."""
+    if isinstance(obj, AgentAdapter):
+        return obj
+    source = obj
+    if isinstance(obj, str):
+        obj = load_object(obj)
+        if isinstance(obj, AgentAdapter):
+            return obj
+    if isinstance(obj, type) and issubclass(obj, LitAgent):
+        obj = obj()
+    if isinstance(obj, LitAgent):
+        cls = type(obj)
+        if cls.training_rollout is LitAgent.training_rollout:
+            raise TypeError(f"{cls.__name__} is a LitAgent without a training_rollout method; define one")
+        train = EntryPoint.of(obj.training_rollout)
+        validation = None
+        if cls.validation_rollout is not LitAgent.validation_rollout:
+            validation = EntryPoint.of(obj.validation_rollout)
+        return AgentAdapter(source if isinstance(source, str) else obj, obj.name or cls.__name__, train, validation)
+    if isinstance(obj, RolloutFunction):
+        return AgentAdapter(source, obj.name, EntryPoint.of(obj.fn))
+    if callable(obj) and not isinstance(obj, type):
+        name = getattr(obj, "__name__", None) or type(obj).__name__
+        return AgentAdapter(source, name, EntryPoint.of(obj))
+    raise TypeError(
+        f"cannot use {obj!r} as an agent: pass a function decorated with @agentbolt.rollout, a plain "
+        "function fn(task) or fn(rollout), a LitAgent subclass or instance, or a 'module:object' reference"
+    )
+
+
+def reward_from_result(result: Any) -> float | None:
+    """The final reward an agent's return value stands for.
+
+    A real number is the reward; ``None`` means "rewards were emitted (or there are
+    none)". Anything else is a mistake the user should hear about.
+    """
+    if result is None:
+        return None
+    if isinstance(result, numbers.Real) and not isinstance(result, bool):
+        value = float(result)
+        if not math.isfinite(value):
+            raise ValueError(f"the agent returned a non-finite reward ({value}); return a finite number or None")
+        return value
+    raise TypeError(
+        f"the agent returned a {type(result).__name__} ({_preview(result)}); return a number (the final "
+        "reward) or None (rewards emitted with agentbolt.emit_reward)"
+    )
+
+
+def _preview(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,431 @@
+"""The runner: claim rollouts, run the agent on each, report what happened.
+
+For every claimed attempt the runner fetches the rollout's resources version, opens a
+trace (``tracer.attempt``) so every span the agent makes lands in this attempt, runs
+the agent — async agents as tasks, sync agents in threads — and heartbeats while it
+runs. The heartbeat's answer says whether the attempt is still wanted: if the store
+timed it out, it was cancelled or another attempt took over, the agent is stopped (see
+:mod:`agentbolt.runner.calls` for how, and its limits). The runner also enforces the
+rollout's ``timeout_seconds`` itself. When the agent is done the tracer is flushed —
+all spans are stored — and then the outcome is reported: succeeded, or failed with an
+exception span and the traceback.
+
+Up to ``concurrency`` attempts run at once. Stopping (the ``stop`` event, or
+cancelling :meth:`Runner.run`, e.g. Ctrl-C) claims nothing more, lets running attempts
+finish for ``shutdown_grace`` seconds, then stops the rest and reports them failed as
+retryable, so the store gives them to another runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbolt.runner.agent import AgentAdapter, as_agent, reward_from_result
+from agentbolt.runner.calls import AgentCall, start_call
+from agentbolt.runner.errors import error_info
+from agentbolt.runner.hooks import HookSet
+from agentbolt.store.base import Store
+from agentbolt.store.errors import InvalidTransitionError
+from agentbolt.tracing.emitters import emit_exception, emit_reward
+from agentbolt.tracing.tracer import Tracer
+from agentbolt.types import (
+    Attempt,
+    AttemptStatus,
+    Claim,
+    ErrorInfo,
+    Resources,
+    Rollout,
+    WorkerStatus,
+)
+
+__all__ = ["Runner", "RunnerStats"]
+
+log = logging.getLogger("agentbolt.runner")
+
+_SHUTDOWN = "shutdown"
+_TIMEOUT = "timeout"
+
+
+@dataclass
+class RunnerStats:
+    """What one :meth:`Runner.run` did."""
+
+    worker_id: str
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    stopped: int = 0
+    """Attempts stopped before they finished: timed out, cancelled, taken over by
+    another attempt, or interrupted by shutdown."""
+    elapsed: float = 0.0
+
+
+@dataclass
+class _Job:
+    """One claimed attempt on its way through the runner."""
+
+    claim: Claim
+    deadline: float | None
+    stop_reason: str | None = None
+    call: AgentCall | None = None
+    stop_requested: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    @property
+    def rollout(self) -> Rollout:
+        return self.claim.rollout
+
+    @property
+    def attempt(self) -> Attempt:
+        return self.claim.attempt
+
+    def request_stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if not self.stop_requested.done():
+            self.stop_requested.set_result(None)
+
+
+class _Stopped(Exception):
+    """The agent of a job was stopped; ``job.stop_reason`` says why."""
+
+
+class Runner:
+    """Runs an agent on rollouts claimed from a store.
+
+    ``agent`` (or ``run_fn``, the same thing under the name some guides use) is any form
+    :func:`agentbolt.runner.agent.as_agent` accepts. ``store`` may be left out when a
+    :class:`~agentbolt.Trainer` runs the runner (it supplies the store). ``hooks`` is one
+    hooks object or a sequence of them.
+    """
+
+    def __init__(
+        self,
+        agent: Any = None,
+        *,
+        run_fn: Any = None,
+        store: Store | None = None,
+        concurrency: int = 4,
+        worker_id: str | None = None,
+        hooks: Any = (),
+        tracer: Tracer | None = None,
+        heartbeat_interval: float = 2.0,
+        poll_interval: float = 0.2,
+        shutdown_grace: float = 10.0,
+        stop_grace: float = 1.0,
+    ) -> None:
+        if agent is not None and run_fn is not None:
+            raise TypeError("pass the agent either as `agent` or as `run_fn`, not both")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        if heartbeat_interval <= 0 or poll_interval <= 0:
+            raise ValueError("heartbeat_interval and poll_interval must be positive (seconds)")
+        source = agent if agent is not None else run_fn
+        self._agent: AgentAdapter | None = as_agent(source) if source is not None else None
+        self.store = store
+        self.concurrency = concurrency
+        self.worker_id = worker_id or f"runner-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.hooks_source = hooks
+        self.hooks = HookSet(hooks)
+        self.tracer = tracer
+        self.heartbeat_interval = heartbeat_interval
+        self.poll_interval = poll_interval
+        self.shutdown_grace = shutdown_grace
+        self.stop_grace = stop_grace
+        self._resources: OrderedDict[int, Resources] = OrderedDict()
+        self._running = False
+
+    @property
+    def agent(self) -> AgentAdapter | None:
+        return self._agent
+
+    # ------------------------------------------------------------------------ main loop
+    async def run(
+        self,
+        *,
+        max_rollouts: int | None = None,
+        stop_when_idle: bool = False,
+        stop: asyncio.Event | None = None,
+    ) -> RunnerStats:
+        """Claim and run rollouts until ``stop`` is set, ``max_rollouts`` have been run,
+        or (``stop_when_idle``) the queue is empty and nothing is running."""
+        if self._agent is None:
+            raise TypeError("this Runner has no agent: Runner(agent) or Runner(run_fn=fn)")
+        if self.store is None:
+            raise TypeError("this Runner has no store: pass store=... or run it through agentbolt.Trainer")
+        if self._running:
+            raise RuntimeError("this Runner is already running; raise `concurrency` or make another Runner")
+        self._running = True
+        stop = stop or asyncio.Event()
+        stats = RunnerStats(worker_id=self.worker_id)
+        started = time.monotonic()
+        store = self.store
+        await store.start()
+        tracer, own_tracer = self.tracer, False
+        if tracer is None:
+            tracer, own_tracer = Tracer(store), True
+        tracer.start()
+        jobs: dict[asyncio.Task[None], _Job] = {}
+        stop_waiter = asyncio.ensure_future(stop.wait())
+        try:
+            await self._register(WorkerStatus.IDLE)
+            await self._loop(jobs, stats, tracer, stop, stop_waiter, max_rollouts, stop_when_idle)
+            if jobs:
+                await self._drain(jobs, grace=self.shutdown_grace if stop.is_set() else None)
+        except asyncio.CancelledError:
+            if jobs:
+                log.warning("runner %s interrupted: stopping %d running attempt(s)", self.worker_id, len(jobs))
+                await self._drain(jobs, grace=0.0)
+            raise
+        finally:
+            stop_waiter.cancel()
+            await self._register(WorkerStatus.OFFLINE)
+            if own_tracer:
+                await tracer.aclose()
+            stats.elapsed = time.monotonic() - started
+            self._running = False
+        return stats
+
+    async def _loop(
+        self,
+        jobs: dict[asyncio.Task[None], _Job],
+        stats: RunnerStats,
+        tracer: Tracer,
+        stop: asyncio.Event,
+        stop_waiter: asyncio.Future[Any],
+        max_rollouts: int | None,
+        stop_when_idle: bool,
+    ) -> None:
+        failures = 0
+        while not stop.is_set():
+            room = self.concurrency - len(jobs)
+            if max_rollouts is not None:
+                room = min(room, max_rollouts - stats.claimed)
+            claims: list[Claim] = []
+            claim_failed = False
+            if room > 0:
+                try:
+                    claims = await self.store.claim_rollouts(self.worker_id, room)  # type: ignore[union-attr]
+                    failures = 0
+                except Exception as exc:  # the store is down: keep trying, slower
+                    claim_failed = True
+                    failures += 1
+                    log.warning("runner %s could not claim work (%s: %s); retrying", self.worker_id, type(exc).__name__, exc)
+                for claim in claims:
+                    job = _Job(claim, self._deadline(claim.rollout))
+                    task = asyncio.create_task(self._execute(job, tracer, stats), name=f"rollout-{claim.rollout.rollout_id}")
+                    jobs[task] = job
+                stats.claimed += len(claims)
+            limit_reached = max_rollouts is not None and stats.claimed >= max_rollouts
+            if limit_reached and not jobs:
+                return
+            if stop_when_idle and room > 0 and not claims and not claim_failed and not jobs:
+                return
+            if claims and len(claims) == room and not limit_reached:
+                await asyncio.sleep(0)  # the queue may hold more: claim again right away
+                continue
+            can_claim = not limit_reached and len(jobs) < self.concurrency
+            timeout = min(self.poll_interval * (2 ** min(failures, 5)), 5.0) if can_claim else None
+            done, _ = await asyncio.wait({*jobs, stop_waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            self._reap(jobs, done)
+
+    def _reap(self, jobs: dict[asyncio.Task[None], _Job], done: set[Any]) -> None:
+        for task in done:
+            if task in jobs:
+                del jobs[task]
+                if not task.cancelled() and task.exception() is not None:
+                    log.error("runner %s: internal error while running a rollout", self.worker_id, exc_info=task.exception())
+
+    async def _drain(self, jobs: dict[asyncio.Task[None], _Job], grace: float | None) -> None:
+        """Wait for running attempts (up to ``grace`` s), then stop and report the rest."""
+        if grace is None or grace > 0:
+            done, _ = await asyncio.wait(set(jobs), timeout=grace)
+            self._reap(jobs, done)
+        if not jobs:
+            return
+        for job in jobs.values():
+            job.request_stop(_SHUTDOWN)
+        done, _ = await asyncio.wait(set(jobs), timeout=self.stop_grace + 30.0)
+        self._reap(jobs, done)
+        for task in list(jobs):
+            task.cancel()
+
+    # ------------------------------------------------------------------------ one attempt
+    async def _execute(self, job: _Job, tracer: Tracer, stats: RunnerStats) -> None:
+        rollout, attempt = job.rollout, job.attempt
+        error: BaseException | None = None
+        resources: Resources | None = None
+        try:
+            resources = await self._resources_of(rollout)
+            await self._beat(job)
+            await self.hooks.call("on_rollout_start", rollout=rollout)
+        except Exception as exc:
+            error = exc
+        with tracer.attempt(rollout, attempt, resources):
+            if error is None and job.stop_reason is None:
+                try:
+                    await self.hooks.call("on_trace_start", rollout=rollout, attempt=attempt, tracer=tracer)
+                    result = await self._run_agent(job, resources)
+                    reward = reward_from_result(result)
+                    if reward is not None:
+                        emit_reward(reward)
+                    await self.hooks.call("on_trace_end", rollout=rollout, attempt=attempt, tracer=tracer)
+                except _Stopped:
+                    pass
+                except Exception as exc:
+                    error = exc
+            if error is not None and job.stop_reason is None:
+                try:
+                    emit_exception(error)
+                except Exception:  # recording the failure must not hide it
+                    log.exception("could not record the exception of rollout %s", rollout.rollout_id)
+        try:
+            await tracer.flush(attempt.attempt_id)
+        except Exception as exc:
+            log.warning("spans of rollout %s may be incomplete: flush failed (%s)", rollout.rollout_id, exc)
+        await self._report(job, error, stats)
+        if self.hooks.defines("on_rollout_end"):
+            await self._rollout_end(job)
+
+    async def _run_agent(self, job: _Job, resources: Resources | None) -> Any:
+        assert self._agent is not None
+        rollout = job.rollout
+        entry = self._agent.entry_point(rollout.mode)
+        args, kwargs = entry.bind(rollout, resources)
+        call = job.call = start_call(
+            entry.fn, args, kwargs, is_async=entry.is_async, name=f"agentbolt-rollout-{rollout.rollout_id}"
+        )
+        interval = self._heartbeat_interval(rollout)
+        while True:
+            timeout = interval
+            if job.deadline is not None:
+                timeout = min(timeout, job.deadline - time.monotonic())
+            if job.stop_reason is None and timeout > 0:
+                await asyncio.wait({call.future, job.stop_requested}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if call.future.done():
+                if not call.future.cancelled():
+                    job.stop_reason = None  # it finished: a stop asked meanwhile is moot
+                    return call.future.result()
+                if job.stop_reason is None:
+                    raise RuntimeError("the agent's task was cancelled from inside the agent, not by agentbolt")
+            if job.stop_reason is None and job.deadline is not None and time.monotonic() >= job.deadline:
+                job.request_stop(_TIMEOUT)
+            if job.stop_reason is None:
+                await self._beat(job)
+            if job.stop_reason is not None:
+                await self._stop_agent(job, call)
+                raise _Stopped(job.stop_reason)
+
+    async def _stop_agent(self, job: _Job, call: AgentCall) -> None:
+        log.info("stopping rollout %s (attempt %s): %s", job.rollout.rollout_id, job.attempt.attempt_id, job.stop_reason)
+        call.stop()
+        thread = getattr(call, "thread", None)
+        grace_end = time.monotonic() + self.stop_grace
+        if thread is not None:  # let the thread unwind, briefly, so its last spans are in the trace
+            while thread.is_alive() and time.monotonic() < grace_end:
+                await asyncio.sleep(0.01)
+        else:
+            await asyncio.wait({call.future}, timeout=self.stop_grace)
+
+    async def _beat(self, job: _Job) -> None:
+        """Heartbeat; if the store no longer wants this attempt, ask to stop it."""
+        try:
+            attempt = await self.store.heartbeat(job.rollout.rollout_id, job.attempt.attempt_id)  # type: ignore[union-attr]
+        except Exception as exc:  # a hiccup: the next beat may get through
+            log.warning("heartbeat of rollout %s failed (%s: %s)", job.rollout.rollout_id, type(exc).__name__, exc)
+            return
+        if not attempt.status.is_active:
+            why = attempt.error.message if attempt.error is not None else attempt.status.value
+            job.request_stop(f"the store ended the attempt ({attempt.status.value}: {why})")
+
+    async def _report(self, job: _Job, error: BaseException | None, stats: RunnerStats) -> None:
+        rollout, attempt = job.rollout, job.attempt
+        status: AttemptStatus | None
+        info: ErrorInfo | None = None
+        if job.stop_reason is None and error is None:
+            status = AttemptStatus.SUCCEEDED
+            stats.succeeded += 1
+        elif job.stop_reason is None:
+            status, info = AttemptStatus.FAILED, error_info(error)  # type: ignore[arg-type]
+            stats.failed += 1
+            log.info("rollout %s failed: %s: %s", rollout.rollout_id, info.type, info.message)
+        else:
+            stats.stopped += 1
+            if job.stop_reason == _TIMEOUT:
+                status = AttemptStatus.TIMEOUT
+                info = ErrorInfo(
+                    type="timeout",
+                    message=f"attempt ran longer than {rollout.config.timeout_seconds} s; the runner stopped it",
+                )
+            elif job.stop_reason == _SHUTDOWN:
+                status = AttemptStatus.FAILED
+                info = ErrorInfo(
+                    type="RunnerShutdown",
+                    message=f"runner {self.worker_id} shut down before the attempt finished",
+                    retryable=True,
+                )
+            else:
+                return  # the store already decided this attempt's outcome
+        try:
+            await self.store.update_attempt(rollout.rollout_id, attempt.attempt_id, status=status, error=info)  # type: ignore[union-attr]
+        except InvalidTransitionError as exc:
+            log.info("rollout %s: outcome %s not recorded, the store had already ended the attempt (%s)",
+                     rollout.rollout_id, status.value, exc)
+        except Exception as exc:
+            log.error("could not report the outcome of rollout %s (%s: %s)", rollout.rollout_id, type(exc).__name__, exc)
+
+    async def _rollout_end(self, job: _Job) -> None:
+        store = self.store
+        assert store is not None
+        try:
+            rollout = await store.get_rollout(job.rollout.rollout_id)
+            spans = await store.get_spans(job.rollout.rollout_id, job.attempt.attempt_id)
+            await self.hooks.call("on_rollout_end", rollout=rollout, spans=spans)
+        except Exception:
+            log.exception("on_rollout_end hook failed for rollout %s", job.rollout.rollout_id)
+
+    # ------------------------------------------------------------------------ helpers
+    def _deadline(self, rollout: Rollout) -> float | None:
+        limit = rollout.config.timeout_seconds
+        return None if limit is None else time.monotonic() + limit
+
+    def _heartbeat_interval(self, rollout: Rollout) -> float:
+        interval = self.heartbeat_interval
+        if rollout.config.unresponsive_seconds is not None:
+            interval = min(interval, rollout.config.unresponsive_seconds / 3)
+        return max(interval, 0.01)
+
+    async def _resources_of(self, rollout: Rollout) -> Resources | None:
+        version = rollout.resources_version
+        if version is None:
+            return None
+        cached = self._resources.get(version)
+        if cached is None:
+            cached = await self.store.get_resources(version)  # type: ignore[union-attr]
+            self._resources[version] = cached
+            if len(self._resources) > 16:
+                self._resources.popitem(last=False)
+        return cached
+
+    async def _register(self, status: WorkerStatus) -> None:
+        assert self._agent is not None and self.store is not None
+        metadata = {
+            "kind": "runner",
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "concurrency": self.concurrency,
+            "agent": self._agent.name,
+        }
+        try:
+            await self.store.update_worker(self.worker_id, status=status, metadata=metadata)
+        except Exception as exc:
+            if status != WorkerStatus.OFFLINE:
+                raise
+            log.debug("could not mark worker %s offline: %s", self.worker_id, exc)
