@@ -16,7 +16,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -35,6 +35,9 @@ from agentbolt.server.routes import ROUTERS
 from agentbolt.server.routes.context import ServerContext
 from agentbolt.server.schemas import TypedBatchRequest
 from agentbolt.store.base import Store
+
+if TYPE_CHECKING:
+    from agentbolt.gateway.gateway import Gateway
 
 __all__ = ["create_app", "run_server", "DEFAULT_MAX_BODY_BYTES", "BodyTooLargeError"]
 
@@ -199,6 +202,7 @@ def create_app(
     admin_token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     deadline_check: bool = True,
+    gateway: Gateway | None = None,
 ) -> FastAPI:
     """The HTTP API over ``store``.
 
@@ -206,6 +210,8 @@ def create_app(
     few calls an agent makes); when ``None`` the API is open, so bind it to loopback
     only. ``max_body_bytes`` — larger request bodies get 413. ``deadline_check`` — expire
     overdue attempts in the background (turn off when another process does it).
+    ``gateway`` — mount this OpenAI-compatible model gateway (see ``docs/gateway.md``):
+    it records into ``store`` and starts and stops with the app.
     """
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
@@ -214,8 +220,11 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        ctx.loop = asyncio.get_running_loop()
         await ctx.ready()
         await ctx.secret()
+        if gateway is not None:
+            await gateway.start()
         task = asyncio.create_task(_check_deadlines_forever(store)) if deadline_check else None
         try:
             yield
@@ -224,6 +233,8 @@ def create_app(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if gateway is not None:
+                await gateway.close()  # stores the spans still pending
             await ctx.shutdown()
 
     app = FastAPI(
@@ -238,6 +249,12 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.agentbolt = ctx
+    if gateway is not None:
+        from agentbolt.gateway.routes import gateway_router  # here: the gateway imports server.auth
+
+        gateway.bind(store)
+        app.state.gateway = gateway
+        app.include_router(gateway_router)
     for router in ROUTERS:
         app.include_router(router)
     install_exception_handlers(app)
@@ -257,6 +274,24 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _server_class():  # uvicorn is imported lazily
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, telling long-polls to answer as soon as shutdown begins
+        (otherwise a waiting client holds up the graceful shutdown)."""
+
+        def __init__(self, config: uvicorn.Config, ctx: ServerContext) -> None:
+            super().__init__(config)
+            self._agentbolt_ctx = ctx
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            self._agentbolt_ctx.begin_exit()
+            super().handle_exit(sig, frame)
+
+    return Server
 
 
 def run_server(
@@ -294,4 +329,4 @@ def run_server(
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
-    uvicorn.Server(config).run()
+    _server_class()(config, app.state.agentbolt).run()

@@ -398,7 +398,8 @@ class HttpStore(Store):
                     timeout=poll + self.timeout,
                 )
                 finished.update((r.rollout_id, r) for r in _ROLLOUTS.validate_python(answer))
-            if len(finished) == len(ids) or (remaining is not None and remaining <= poll):
+            # the server may answer early (shutdown, restart): keep waiting until our deadline
+            if len(finished) == len(ids) or (deadline is not None and time.monotonic() >= deadline):
                 return [finished[rid] for rid in ids if rid in finished]
 
     # ------------------------------------------------------------------ attempts

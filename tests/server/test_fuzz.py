@@ -61,3 +61,10 @@ def test_unauthenticated_requests_are_refused_not_crashed(case: schemathesis.Cas
     if case.path.startswith("/v1/"):
         # no token: never served (401, or an earlier 4xx for a malformed request)
         assert 400 <= response.status_code < 500, response.text[:300]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_request_count():
+    yield
+    total = sum(_seen.values())
+    print(f"\nfuzz: {total} generated requests over {len(_seen)} operations (authenticated)")

@@ -45,6 +45,15 @@ class ServerContext:
         self._secret: bytes | None = None
         self._started = False
         self._lock = asyncio.Lock()
+        #: set when the server begins to shut down, so long-polls answer at once
+        self.exiting = asyncio.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def begin_exit(self) -> None:
+        """Tell long-running requests to finish now. Safe from a signal handler or any
+        thread."""
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.exiting.set)
 
     async def ready(self) -> Store:
         """The store, started."""

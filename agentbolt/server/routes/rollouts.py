@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from agentbolt.server.auth import mint_scoped_token
 from agentbolt.server.routes.context import (
@@ -87,10 +89,26 @@ async def query_rollouts(body: RolloutQuery, store: StoreDep) -> Page[Rollout]:
 @router.post(
     "/rollouts/wait", response_model=list[Rollout], summary="Wait for rollouts to finish", dependencies=[AdminOnly]
 )
-async def wait_for_rollouts(body: WaitRequest, store: StoreDep) -> list[Rollout]:
+async def wait_for_rollouts(body: WaitRequest, store: StoreDep, ctx: ContextDep, request: Request) -> list[Rollout]:
     """Long-poll: answers as soon as every listed rollout has finished, or after
-    ``timeout`` seconds (at most 30) with the ones that have. Call again to wait longer."""
-    return await store.wait_for_rollouts(body.rollout_ids, timeout=body.timeout)
+    ``timeout`` seconds (at most 30) with the ones that have. Call again to wait longer.
+    It also answers early (with the ones finished so far) when the client goes away or
+    the server shuts down."""
+    waiter = asyncio.ensure_future(store.wait_for_rollouts(body.rollout_ids, timeout=body.timeout))
+    exiting = asyncio.ensure_future(ctx.exiting.wait())
+    try:
+        while True:
+            done, _ = await asyncio.wait({waiter, exiting}, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+            if waiter in done:
+                return waiter.result()
+            if exiting in done or await request.is_disconnected():
+                break
+    finally:
+        exiting.cancel()
+    waiter.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiter
+    return await store.wait_for_rollouts(body.rollout_ids, timeout=0)
 
 
 @router.get("/rollouts/{rollout_id:path}", response_model=Rollout, summary="Get a rollout")
