@@ -28,6 +28,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace as otel_trace
+from opentelemetry.trace import Status, StatusCode
+
 from agentbolt.runner.agent import AgentAdapter, as_agent, reward_from_result
 from agentbolt.runner.calls import AgentCall, start_call
 from agentbolt.runner.errors import error_info
@@ -284,6 +287,11 @@ class Runner:
             if error is not None and job.stop_reason is None:
                 try:
                     emit_exception(error)
+                    # the root span shows the failure too (the exception was caught here,
+                    # so it never leaves the tracer's block)
+                    otel_trace.get_current_span().set_status(
+                        Status(StatusCode.ERROR, f"{type(error).__name__}: {error}")
+                    )
                 except Exception:  # recording the failure must not hide it
                     log.exception("could not record the exception of rollout %s", rollout.rollout_id)
         try:

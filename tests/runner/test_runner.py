@@ -67,6 +67,8 @@ async def test_exception_fails_the_attempt_with_exception_span_and_traceback(sto
     exc_spans = await spans_named(store, r.rollout_id, "agentbolt.exception")
     assert len(exc_spans) == 1
     assert exc_spans[0].attributes["exception.type"].endswith("ValueError")
+    root = (await spans_named(store, r.rollout_id, "agentbolt.rollout"))[0]
+    assert root.status.value == "error" and "the tool returned garbage" in (root.status_message or "")
 
 
 async def test_retryable_failure_is_retried_until_it_succeeds(store: MemoryStore) -> None:
