@@ -271,7 +271,7 @@ class Runner:
             await self.hooks.call("on_rollout_start", rollout=rollout)
         except Exception as exc:
             error = exc
-        with tracer.attempt(rollout, attempt, resources):
+        with tracer.attempt(rollout, attempt, resources, token=job.claim.token):
             if error is None and job.stop_reason is None:
                 try:
                     await self.hooks.call("on_trace_start", rollout=rollout, attempt=attempt, tracer=tracer)

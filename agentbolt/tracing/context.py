@@ -41,6 +41,9 @@ class AttemptContext:
     resources: Resources | None
     store: Store
     tracer: Tracer
+    token: str | None = None
+    """The attempt's rollout-scoped token (from ``Claim.token`` over HTTP): what a
+    harnessed program gets as its API key for the gateway."""
 
     @property
     def rollout_id(self) -> str:

@@ -96,7 +96,7 @@ class Tracer:
     # ------------------------------------------------------------------ attempts
     @contextmanager
     def attempt(
-        self, rollout: Rollout, attempt: Attempt, resources: Resources | None = None
+        self, rollout: Rollout, attempt: Attempt, resources: Resources | None = None, *, token: str | None = None
     ) -> Iterator[AttemptContext]:
         """Run the block as this attempt: every span started inside — by emitters or
         instrumentations, in this task or thread and in tasks and threads spawned with a
@@ -107,7 +107,9 @@ class Tracer:
         """
         if not self._shipper.started:
             self.start()
-        ctx = AttemptContext(rollout=rollout, attempt=attempt, resources=resources, store=self.store, tracer=self)
+        ctx = AttemptContext(
+            rollout=rollout, attempt=attempt, resources=resources, store=self.store, tracer=self, token=token
+        )
         attrs: dict[str, str | int] = {
             ROLLOUT_MODE: rollout.mode.value,
             ATTEMPT_SEQUENCE: attempt.sequence_id,

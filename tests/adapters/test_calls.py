@@ -1,0 +1,125 @@
+"""extract_model_calls: which spans are model calls, what is read from them, and the
+agent name each call is attributed to."""
+
+from __future__ import annotations
+
+import json
+
+from agentbolt.adapters import extract_model_calls
+
+from .spans import Attempt, ids_of, user
+
+
+def test_calls_are_the_spans_with_a_request_in_start_order() -> None:
+    a = Attempt()
+    a.chat("c1", [user("one")], "first")
+    a.reward(0.5)
+    a.chat("c2", [user("two")], "second")
+    spans = list(reversed(a.spans))  # the order given does not matter
+
+    calls = extract_model_calls(spans)
+
+    assert [c.span_id for c in calls] == ["c1", "c2"]
+    first = calls[0]
+    assert first.messages == [user("one")]
+    assert first.response_text == "first"
+    assert first.response_message == {"role": "assistant", "content": "first", "refusal": None}
+    assert first.prompt_token_ids == ids_of(json.dumps([user("one")]))
+    assert first.response_token_ids == ids_of("first")
+    assert first.response_logprobs == [-0.5] * len("first")
+    assert first.token_ids_source == "engine" and first.has_token_ids
+    assert first.model == "m-served" and first.operation == "chat" and first.finish_reason == "stop"
+    assert (first.rollout_id, first.attempt_id) == ("ro-1", "at-1")
+    assert first.start_time < first.end_time < calls[1].start_time
+
+
+def test_a_framework_wrapper_is_not_counted_twice() -> None:
+    a = Attempt()
+    a.wrapper("w1", ["c1"])
+    a.chat("c1", [user("hi")])
+    assert [c.span_id for c in extract_model_calls(a.spans)] == ["c1"]
+
+
+def test_tool_calls_and_tools_are_parsed() -> None:
+    tool = {"type": "function", "function": {"name": "calc", "parameters": {"type": "object"}}}
+    call = {"id": "call_1", "type": "function", "function": {"name": "calc", "arguments": '{"x": "1+1"}'}}
+    a = Attempt()
+    a.chat("c1", [user("use the calculator: 1+1")], None, tools=[tool], tool_calls=[call])
+    (c,) = extract_model_calls(a.spans)
+    assert c.tools == [tool]
+    assert c.tool_calls == [call]
+    assert c.response_text is None and c.finish_reason == "tool_calls"
+
+
+def test_text_completions_have_a_prompt_and_text() -> None:
+    a = Attempt()
+    a.completion("c1", "2+2=", "4")
+    (c,) = extract_model_calls(a.spans)
+    assert c.operation == "text_completion"
+    assert c.messages is None and c.prompt == "2+2=" and c.response_text == "4"
+    assert c.response_message is None and c.finish_reason == "length"
+
+
+def test_missing_token_ids_stay_missing() -> None:
+    a = Attempt()
+    a.chat("c1", [user("hi")], token_ids=False)
+    (c,) = extract_model_calls(a.spans)
+    assert c.prompt_token_ids is None and c.response_token_ids is None and c.response_logprobs is None
+    assert c.token_ids_source == "none" and not c.has_token_ids
+
+
+def test_failed_calls_are_flagged() -> None:
+    a = Attempt()
+    a.chat("c1", [user("hi")], failed=True)
+    (c,) = extract_model_calls(a.spans)
+    assert c.failed and c.response == {} and c.response_text is None
+
+
+def test_spans_of_several_attempts_keep_their_own_ids() -> None:
+    a, b = Attempt("ro-1", "at-1"), Attempt("ro-2", "at-2")
+    a.chat("c1", [user("a")])
+    b.chat("c1", [user("b")])  # the same span id in another attempt is another call
+    calls = extract_model_calls([*a.spans, *b.spans])
+    assert sorted((c.rollout_id, c.messages[0]["content"]) for c in calls) == [("ro-1", "a"), ("ro-2", "b")]
+
+
+# ------------------------------------------------------------------------- agent names
+def test_the_agent_name_on_the_call_wins() -> None:
+    a = Attempt()
+    node = a.chain("n1", "solver", {"metadata": json.dumps({"langgraph_node": "solver"})})
+    a.chat("c1", [user("hi")], agent="team", parent=node.span_id)
+    assert extract_model_calls(a.spans)[0].agent_name == "team"
+
+
+def test_langgraph_node_in_the_wrappers_metadata_names_the_agent() -> None:
+    """LangGraph puts the node in LangChain's metadata of the ChatOpenAI span; the
+    client call is that span's sibling, found through agentbolt.llm.wrapped_span_ids."""
+    a = Attempt()
+    a.wrapper("w1", ["c1"], metadata={"ls_integration": "langchain_chat_model", "langgraph_node": "planner"})
+    a.chat("c1", [user("plan")])
+    assert extract_model_calls(a.spans)[0].agent_name == "planner"
+
+
+def test_the_nearest_named_ancestor_names_the_agent() -> None:
+    a = Attempt()
+    outer = a.chain("o1", "invoke_agent", {"gen_ai.agent.name": "orchestrator"})
+    inner = a.chain("i1", "invoke_agent", {"agent.name": "researcher"}, parent=outer.span_id)
+    a.chat("c1", [user("x")], parent=inner.span_id)
+    a.chat("c2", [user("y")], parent=outer.span_id)
+    names = {c.span_id: c.agent_name for c in extract_model_calls(a.spans)}
+    assert names == {"c1": "researcher", "c2": "orchestrator"}
+
+
+def test_an_ancestor_of_the_wrapper_names_the_agent() -> None:
+    a = Attempt()
+    node = a.chain("n1", "solver", {"metadata": json.dumps({"langgraph_node": "solver"})})
+    a.wrapper("w1", ["c1"], parent=node.span_id)
+    a.chat("c1", [user("solve")])  # a sibling of the wrapper, child of the root
+    assert extract_model_calls(a.spans)[0].agent_name == "solver"
+
+
+def test_a_call_nobody_named_has_no_agent() -> None:
+    a = Attempt()
+    a.chain("n1", "LangGraph", {"metadata": json.dumps({"ls_integration": "langgraph"})})
+    a.chat("c1", [user("hi")])
+    assert extract_model_calls(a.spans)[0].agent_name is None
