@@ -1,0 +1,54 @@
+"""The harness controller: train unmodified programs (a CLI agent, a script in any
+language) by running one per rollout with a rollout-scoped model endpoint.
+
+``Harness`` is an agent the runner and ``Trainer.fit`` accept like any other; programs
+run as local subprocesses (:class:`LocalExecutor`), and another :class:`Executor` (a
+Kubernetes Job) can take its place.
+"""
+
+from agentbolt.controller.credentials import (
+    Credentials,
+    attempt_credentials,
+    rollout_base_url,
+)
+from agentbolt.controller.errors import (
+    EvaluatorError,
+    HarnessConfigError,
+    HarnessError,
+    HarnessKilledError,
+    HarnessStartError,
+    HarnessTimeoutError,
+    ProgramFailedError,
+)
+from agentbolt.controller.harness import Harness, render_command
+from agentbolt.controller.local import (
+    Executor,
+    LocalExecutor,
+    ProcessResult,
+    ProcessSpec,
+    ProgramStartError,
+)
+from agentbolt.controller.reward import Reward, RewardFormatError, parse_reward
+
+__all__ = [
+    "Credentials",
+    "EvaluatorError",
+    "Executor",
+    "Harness",
+    "HarnessConfigError",
+    "HarnessError",
+    "HarnessKilledError",
+    "HarnessStartError",
+    "HarnessTimeoutError",
+    "LocalExecutor",
+    "ProcessResult",
+    "ProcessSpec",
+    "ProgramFailedError",
+    "ProgramStartError",
+    "Reward",
+    "RewardFormatError",
+    "attempt_credentials",
+    "parse_reward",
+    "render_command",
+    "rollout_base_url",
+]

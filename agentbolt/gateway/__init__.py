@@ -1,0 +1,35 @@
+"""The gateway: an OpenAI-compatible proxy inside the server that trains unmodified
+programs. Each model call of a rollout goes through it to an :class:`Engine` and is
+recorded as a model-call span (request, response, token ids, logprobs, policy version).
+
+Quick start::
+
+    from agentbolt.gateway import Gateway, GatewayConfig, VLLMEngine, rollout_base_url
+    from agentbolt.server import create_app
+
+    gateway = Gateway(VLLMEngine("http://127.0.0.1:8000/v1"), GatewayConfig(sampling={"val": {"temperature": 0}}))
+    app = create_app(store, gateway=gateway)
+    # the program under training gets
+    #   OPENAI_BASE_URL = rollout_base_url(server_url, rollout_id, attempt_id)
+    #   OPENAI_API_KEY  = the attempt's scoped token (Claim.token)
+
+See ``docs/gateway.md``.
+"""
+
+from agentbolt.gateway.config import GatewayConfig
+from agentbolt.gateway.engine import Engine, EngineError
+from agentbolt.gateway.engine_app import engine_app
+from agentbolt.gateway.gateway import Gateway, GatewayPausedError, rollout_base_url
+from agentbolt.gateway.http_engines import OpenAIEngine, VLLMEngine
+
+__all__ = [
+    "Engine",
+    "EngineError",
+    "Gateway",
+    "GatewayConfig",
+    "GatewayPausedError",
+    "OpenAIEngine",
+    "VLLMEngine",
+    "engine_app",
+    "rollout_base_url",
+]

@@ -1,0 +1,45 @@
+"""How the gateway treats calls: forced sampling per rollout mode, retries, timeouts,
+what it asks engines for, and how spans are batched into the store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agentbolt.types import RolloutMode
+
+__all__ = ["GatewayConfig"]
+
+
+class GatewayConfig(BaseModel):
+    """Settings of a :class:`~agentbolt.gateway.Gateway`.
+
+    ``sampling`` maps a rollout mode (``train``, ``val``, ``test``) to request fields the
+    gateway forces on every call of such a rollout, whatever the agent sent, e.g.
+    ``{"train": {"temperature": 1.0}, "val": {"temperature": 0.0}}``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    sampling: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    max_retries: int = Field(default=2, ge=0, description="Retries of an engine 429/5xx/timeout.")
+    retry_backoff: float = Field(default=0.1, ge=0, description="First retry delay (s); doubles each retry.")
+    request_timeout: float = Field(default=300.0, gt=0, description="Per engine call (s); a timeout is a 504.")
+    logprobs: bool = Field(default=True, description="Ask the engine for chosen-token logprobs.")
+    return_token_ids: bool = Field(
+        default=True, description="Send return_token_ids: true to engines that return token ids."
+    )
+    retry_after: int = Field(default=1, ge=0, description="Retry-After (s) sent with 429 while paused.")
+    span_batch_size: int = Field(default=256, ge=1, description="Spans per store write.")
+    span_flush_interval: float = Field(default=0.05, gt=0, description="Longest wait before spans are written (s).")
+    mode_cache_size: int = Field(default=100_000, ge=1, description="Rollouts whose mode and replica are remembered.")
+
+    @field_validator("sampling")
+    @classmethod
+    def _known_modes(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        known = {m.value for m in RolloutMode}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown rollout mode(s) {unknown} in sampling: use {sorted(known)}")
+        return value

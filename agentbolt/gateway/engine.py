@@ -1,0 +1,94 @@
+"""The one small interface every inference engine implements for the gateway.
+
+The gateway speaks the OpenAI API to agents and forwards each call to an ``Engine``.
+Bodies are plain OpenAI JSON dicts (``/v1/chat/completions``, ``/v1/completions``);
+answers are OpenAI JSON dicts that MAY carry token ids in vLLM's format:
+
+* ``response["prompt_token_ids"]``: list[int] — the prompt as the engine tokenized it
+* ``response["choices"][i]["token_ids"]``: list[int] — the generated tokens
+* chosen-token logprobs in the standard OpenAI places
+  (``choices[i].logprobs.content[j].logprob`` for chat,
+  ``choices[i].logprobs.token_logprobs`` for completions)
+
+An engine that cannot return token ids says so with ``returns_token_ids = False``; the
+gateway records that on the span and RL adapters refuse such calls. Engines never
+retokenize text to fake ids.
+
+Streaming: ``stream_*`` yields OpenAI chunk dicts (``chat.completion.chunk`` /
+``text_completion``); the last chunk(s) carry ``prompt_token_ids`` / ``token_ids`` where
+the engine supports it (vLLM sends them per chunk; the gateway concatenates).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from typing import Any
+
+__all__ = ["Engine", "EngineError"]
+
+
+class EngineError(Exception):
+    """An engine answered with an error (or could not be reached).
+
+    ``status_code`` is the HTTP status to pass on to the agent (429 and 5xx are retried
+    by the gateway with backoff); ``body`` is an OpenAI-style error body when the engine
+    sent one.
+    """
+
+    def __init__(self, status_code: int, message: str, body: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+        self.body = body or {
+            "error": {"message": message, "type": "engine_error", "param": None, "code": status_code}
+        }
+
+    @property
+    def retryable(self) -> bool:
+        return self.status_code == 429 or self.status_code >= 500
+
+
+class Engine(abc.ABC):
+    """An OpenAI-compatible model server, local or remote, with one or more replicas."""
+
+    #: a short name for spans and metrics, e.g. ``"transformers"``, ``"vllm"``, ``"openai"``
+    name: str = "engine"
+    #: whether answers carry prompt/response token ids (vLLM format, see module doc)
+    returns_token_ids: bool = False
+
+    @property
+    def n_replicas(self) -> int:
+        """How many replicas calls can be spread over (a rollout sticks to one)."""
+        return 1
+
+    @property
+    def policy_version(self) -> int | None:
+        """Version of the weights now served (bumped by a weight swap), if known."""
+        return None
+
+    @abc.abstractmethod
+    async def chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
+        """Answer a non-streaming ``/v1/chat/completions`` body. Raises EngineError."""
+
+    @abc.abstractmethod
+    def stream_chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """Yield the chunks of a streaming ``/v1/chat/completions`` call."""
+
+    @abc.abstractmethod
+    async def completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
+        """Answer a non-streaming ``/v1/completions`` body. Raises EngineError."""
+
+    @abc.abstractmethod
+    def stream_completions(self, body: dict[str, Any], *, replica: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """Yield the chunks of a streaming ``/v1/completions`` call."""
+
+    @abc.abstractmethod
+    async def models(self) -> dict[str, Any]:
+        """The ``/v1/models`` answer."""
+
+    async def start(self) -> None:
+        """Open connections / load weights. Idempotent."""
+
+    async def close(self) -> None:
+        """Release resources. Idempotent."""

@@ -1,0 +1,376 @@
+"""The gateway's core: turn one agent call into one engine call plus one span.
+
+Per call it finds the rollout's mode (cached) and forces that mode's sampling, asks the
+engine for token ids and logprobs, sends the call to the rollout's replica (a rollout
+sticks to one, which keeps the engine's prefix cache warm), retries engine 429/5xx and
+timeouts with backoff, and hands a record of the call to the span recorder. ``pause``
+turns new calls away with 429 while calls in flight finish (``drain`` waits for them),
+so weights can be swapped between ``pause`` and ``resume``.
+
+The HTTP side (routes, auth, SSE framing) is in :mod:`agentbolt.gateway.routes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentbolt.gateway.config import GatewayConfig
+from agentbolt.gateway.engine import Engine, EngineError
+from agentbolt.gateway.recording import CallRecord, SpanRecorder
+from agentbolt.gateway.streaming import SSE_DONE, StreamAssembler, sse_event
+from agentbolt.store.base import Store
+
+__all__ = ["CallKind", "Gateway", "GatewayPausedError", "rollout_base_url"]
+
+logger = logging.getLogger("agentbolt.gateway")
+
+CallKind = Literal["chat", "completions"]
+
+
+def rollout_base_url(server_url: str, rollout_id: str, attempt_id: str) -> str:
+    """The ``OPENAI_BASE_URL`` an unmodified program uses for one rollout attempt."""
+    return f"{server_url.rstrip('/')}/rollout/{rollout_id}/attempt/{attempt_id}/v1"
+
+
+class GatewayPausedError(Exception):
+    """The gateway is paused (weights are being swapped): try again in ``retry_after`` s."""
+
+    status_code = 429
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(
+            f"the gateway is paused while the model's weights are updated: retry in {retry_after} s "
+            "(OpenAI clients do this by themselves on 429)"
+        )
+        self.retry_after = retry_after
+
+    @property
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": str(self), "type": "gateway_paused", "param": None, "code": "gateway_paused"}}
+
+
+class Gateway:
+    """An OpenAI-compatible proxy in front of ``engine`` that records every call.
+
+    Mount it in the server with ``create_app(store, gateway=Gateway(engine, config))``;
+    the app binds it to its store and starts and closes it with its lifespan.
+    """
+
+    def __init__(self, engine: Engine, config: GatewayConfig | None = None) -> None:
+        self.engine = engine
+        self.config = config or GatewayConfig()
+        self._store: Store | None = None
+        self._recorder: SpanRecorder | None = None
+        self._modes: dict[str, str] = {}
+        self._replicas: dict[str, int] = {}
+        self._next_replica = itertools.count()
+        self._paused = False
+        self._in_flight = 0
+        self._idle: asyncio.Event | None = None
+        self.calls = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def bind(self, store: Store) -> None:
+        """Record spans into ``store`` (and read rollout modes from it)."""
+        if self._store is not None and self._store is not store:
+            raise RuntimeError("this gateway already records into another store: make one gateway per server")
+        self._store = store
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("the gateway has no store: mount it with create_app(store, gateway=...) or call bind()")
+        return self._store
+
+    @property
+    def recorder(self) -> SpanRecorder:
+        if self._recorder is None:
+            c = self.config
+            self._recorder = SpanRecorder(
+                self.store, batch_size=c.span_batch_size, flush_interval=c.span_flush_interval
+            )
+        return self._recorder
+
+    async def start(self) -> None:
+        """Start the engine and the span writer (the server's lifespan calls this)."""
+        await self.engine.start()
+        self.recorder.start()
+
+    async def close(self) -> None:
+        """Store every pending span, then close the engine."""
+        if self._recorder is not None:
+            await self._recorder.close()
+        await self.engine.close()
+
+    async def flush(self) -> None:
+        """Wait until the spans of every finished call are in the store."""
+        await self.recorder.flush()
+
+    # ------------------------------------------------------------------ pause / drain
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def pause(self) -> None:
+        """Turn new calls away with 429 + Retry-After; calls in flight go on."""
+        self._paused = True
+
+    def resume(self) -> None:
+        self._paused = False
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait until no call is in flight (after :meth:`pause`, nothing new starts)."""
+        if self._in_flight == 0:
+            return
+        async with asyncio.timeout(timeout):
+            await self._idle_event().wait()
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "paused": self._paused,
+            "in_flight": self._in_flight,
+            "calls": self.calls,
+            "engine": self.engine.name,
+            "replicas": self.engine.n_replicas,
+            "policy_version": self.engine.policy_version,
+            "pending_spans": self._recorder.pending if self._recorder is not None else 0,
+        }
+
+    def _idle_event(self) -> asyncio.Event:
+        if self._idle is None:
+            self._idle = asyncio.Event()
+            if self._in_flight == 0:
+                self._idle.set()
+        return self._idle
+
+    def _enter(self) -> None:
+        if self._paused:
+            raise GatewayPausedError(self.config.retry_after)
+        self._in_flight += 1
+        self.calls += 1
+        if self._idle is not None:
+            self._idle.clear()
+
+    def _exit(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0 and self._idle is not None:
+            self._idle.set()
+
+    # ------------------------------------------------------------------ routing
+    async def mode_of(self, rollout_id: str) -> str:
+        """The rollout's mode (``train``/``val``/``test``), read once from the store.
+        Raises the store's NotFoundError for an unknown rollout."""
+        mode = self._modes.get(rollout_id)
+        if mode is None:
+            rollout = await self.store.get_rollout(rollout_id)
+            mode = str(rollout.mode)
+            _remember(self._modes, rollout_id, mode, self.config.mode_cache_size)
+        return mode
+
+    def replica_for(self, rollout_id: str) -> int:
+        """The engine replica this rollout sticks to (assigned round-robin)."""
+        replica = self._replicas.get(rollout_id)
+        if replica is None:
+            replica = next(self._next_replica) % max(1, self.engine.n_replicas)
+            _remember(self._replicas, rollout_id, replica, self.config.mode_cache_size)
+        return replica
+
+    def prepare(self, kind: CallKind, body: dict[str, Any], mode: str, *, stream: bool) -> dict[str, Any]:
+        """The body sent to the engine: the agent's, with the mode's sampling forced and
+        token ids / logprobs / usage asked for."""
+        out = dict(body)
+        out.update(self.config.sampling.get(mode, ()))
+        if self.config.logprobs:
+            if kind == "chat":
+                out["logprobs"] = True
+            elif not out.get("logprobs"):
+                out["logprobs"] = 1
+        if self.config.return_token_ids and self.engine.returns_token_ids:
+            out["return_token_ids"] = True
+        if stream:
+            out["stream"] = True
+            if "stream_options" not in body:
+                out["stream_options"] = {"include_usage": True}
+        else:
+            out.pop("stream", None)
+            out.pop("stream_options", None)
+        return out
+
+    # ------------------------------------------------------------------ calls
+    def _begin(
+        self, kind: CallKind, body: dict[str, Any], mode: str, rollout_id: str, attempt_id: str, *, stream: bool
+    ) -> _Call:
+        return _Call(
+            rollout_id=rollout_id,
+            attempt_id=attempt_id,
+            request=self.prepare(kind, body, mode, stream=stream),
+            replica=self.replica_for(rollout_id),
+            version=self.engine.policy_version,
+            streamed=stream,
+        )
+
+    async def _backoff_or_raise(self, call: _Call, err: EngineError) -> None:
+        """After a failed try: wait before the next one, or record the failure and raise."""
+        if not err.retryable or call.retries >= self.config.max_retries:
+            self._record(call, None, err.status_code, err.message)
+            raise err
+        await asyncio.sleep(self.config.retry_backoff * 2**call.retries)
+        call.retries += 1
+
+    async def complete(self, kind: CallKind, body: dict[str, Any], rollout_id: str, attempt_id: str) -> dict[str, Any]:
+        """Answer a non-streaming call for an attempt; raises :class:`EngineError`
+        (after retries) or :class:`GatewayPausedError`."""
+        mode = await self.mode_of(rollout_id)
+        self._enter()
+        try:
+            call = self._begin(kind, body, mode, rollout_id, attempt_id, stream=False)
+            send = self.engine.chat_completions if kind == "chat" else self.engine.completions
+            while True:
+                try:
+                    async with asyncio.timeout(self.config.request_timeout):
+                        response = await send(call.request, replica=call.replica)
+                    break
+                except TimeoutError:
+                    await self._backoff_or_raise(call, _timeout_error(self.config.request_timeout))
+                except EngineError as exc:
+                    await self._backoff_or_raise(call, exc)
+            self._record(call, response, 200, None)
+            return response
+        finally:
+            self._exit()
+
+    async def open_stream(
+        self, kind: CallKind, body: dict[str, Any], rollout_id: str, attempt_id: str
+    ) -> AsyncIterator[bytes]:
+        """Start a streaming call: returns once the engine sent its first chunk (so an
+        error before that still gets a proper status), then yields SSE bytes."""
+        mode = await self.mode_of(rollout_id)
+        self._enter()
+        try:
+            call = self._begin(kind, body, mode, rollout_id, attempt_id, stream=True)
+            start = self.engine.stream_chat_completions if kind == "chat" else self.engine.stream_completions
+            while True:
+                chunks = start(call.request, replica=call.replica)
+                try:
+                    async with asyncio.timeout(self.config.request_timeout):
+                        first = await anext(chunks)
+                    break
+                except StopAsyncIteration:
+                    first = None
+                    break
+                except (TimeoutError, EngineError) as exc:
+                    await _aclose(chunks)
+                    err = exc if isinstance(exc, EngineError) else _timeout_error(self.config.request_timeout)
+                    await self._backoff_or_raise(call, err)
+        except BaseException:
+            self._exit()
+            raise
+        return self._relay(call, first, chunks, hide_usage="stream_options" not in body)
+
+    async def _relay(
+        self, call: _Call, first: dict[str, Any] | None, chunks: AsyncIterator[dict[str, Any]], *, hide_usage: bool
+    ) -> AsyncIterator[bytes]:
+        """SSE bytes for the agent, chunk by chunk; the reassembled answer is recorded."""
+        assembler = StreamAssembler()
+        status, error = 200, None
+        try:
+            if first is not None:
+                assembler.add(first)
+                if not (hide_usage and _usage_only(first)):
+                    yield sse_event(first)
+                while True:
+                    try:
+                        async with asyncio.timeout(self.config.request_timeout):
+                            chunk = await anext(chunks)
+                    except StopAsyncIteration:
+                        break
+                    assembler.add(chunk)
+                    if not (hide_usage and _usage_only(chunk)):
+                        yield sse_event(chunk)
+            yield SSE_DONE
+        except (EngineError, TimeoutError) as exc:
+            err = exc if isinstance(exc, EngineError) else _timeout_error(self.config.request_timeout)
+            status, error = err.status_code, err.message
+            yield sse_event(err.body)
+        except BaseException as exc:  # the agent went away (or we are shutting down)
+            status, error = 499, f"stream interrupted: {type(exc).__name__}"
+            raise
+        finally:
+            await _aclose(chunks)
+            self._record(call, assembler.result(), status, error)
+            self._exit()
+
+    async def models(self) -> dict[str, Any]:
+        return await self.engine.models()
+
+    def _record(self, call: _Call, response: dict[str, Any] | None, status: int, error: str | None) -> None:
+        latency = time.perf_counter() - call.t0
+        version = call.version
+        if response is not None and type(response.get("policy_version")) is int:
+            version = response["policy_version"]  # the engine knows best which weights answered
+        self.recorder.add(
+            CallRecord(
+                rollout_id=call.rollout_id,
+                attempt_id=call.attempt_id,
+                request=call.request,
+                response=response,
+                status_code=status,
+                engine=self.engine.name,
+                replica=call.replica,
+                policy_version=version,
+                start_time=call.wall0,
+                end_time=call.wall0 + latency,
+                latency_ms=latency * 1000.0,
+                streamed=call.streamed,
+                retries=call.retries,
+                error=error,
+            )
+        )
+
+
+@dataclass(slots=True)
+class _Call:
+    """One agent call on its way through the gateway."""
+
+    rollout_id: str
+    attempt_id: str
+    request: dict[str, Any]
+    replica: int
+    version: int | None
+    streamed: bool
+    retries: int = 0
+    wall0: float = field(default_factory=time.time)
+    t0: float = field(default_factory=time.perf_counter)
+
+
+def _remember(cache: dict[str, Any], key: str, value: Any, limit: int) -> None:
+    if len(cache) >= limit:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+
+
+def _usage_only(chunk: dict[str, Any]) -> bool:
+    return not chunk.get("choices") and chunk.get("usage") is not None
+
+
+def _timeout_error(seconds: float) -> EngineError:
+    return EngineError(504, f"the engine did not answer within {seconds:g} s (GatewayConfig.request_timeout)")
+
+
+async def _aclose(chunks: AsyncIterator[Any]) -> None:
+    close: Callable[[], Awaitable[None]] | None = getattr(chunks, "aclose", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception:
+            logger.debug("closing an engine stream failed", exc_info=True)

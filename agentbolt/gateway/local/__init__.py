@@ -1,0 +1,2 @@
+"""Building blocks of the in-process transformers engine: request sampling parameters,
+the dynamic-batching generation loop, and weight hot-swaps."""

@@ -1,0 +1,111 @@
+"""Weight hot-swaps for the transformers engine: full (or partial) state dicts, and LoRA
+adapters merged into the served weights.
+
+LoRA: the engine keeps a copy of each targeted base weight the first time an adapter
+touches it and always serves ``W = W_base + scale · B @ A``, so successive adapter
+versions replace each other instead of piling up. A full state dict becomes the new base.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+__all__ = ["LoraMerger", "load_full", "lora_from"]
+
+_PREFIXES = ("base_model.model.", "module.", "_orig_mod.")
+_LORA_KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<ab>[AB])(?:\.[^.]+)?\.weight$")
+
+
+def _strip(key: str) -> str:
+    changed = True
+    while changed:
+        changed = False
+        for p in _PREFIXES:
+            if key.startswith(p):
+                key, changed = key[len(p):], True
+    return key
+
+
+def load_full(model: torch.nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
+    """Copy ``state_dict`` into ``model`` in place (a subset of parameters is fine).
+
+    Keys may carry peft's ``base_model.model.`` prefix (a merged peft model) or DDP /
+    compile prefixes. Unknown keys raise ValueError so a wrong checkpoint is not silently
+    half-loaded.
+    """
+    own = model.state_dict()
+    clean = {_strip(k): v for k, v in state_dict.items()}
+    unknown = [k for k in clean if k not in own]
+    if unknown:
+        raise ValueError(f"update_weights got {len(unknown)} keys the served model does not have "
+                         f"(e.g. {unknown[:3]}); pass the state dict of the same architecture, or use lora= for adapters")
+    with torch.no_grad():
+        for k, v in clean.items():
+            if own[k].shape != v.shape:
+                raise ValueError(f"update_weights: {k} has shape {tuple(v.shape)}, the served model has {tuple(own[k].shape)}")
+            own[k].copy_(v.to(device=own[k].device, dtype=own[k].dtype))
+
+
+def lora_from(lora: Any, scale: float | None) -> tuple[dict[str, torch.Tensor], float]:
+    """Accept a peft ``PeftModel`` (scale read from its config) or an adapter state dict
+    (as ``peft.get_peft_model_state_dict`` returns; then ``lora_scale`` = alpha / r is required)."""
+    if hasattr(lora, "peft_config"):
+        from peft import get_peft_model_state_dict
+
+        name = getattr(lora, "active_adapter", "default")
+        name = name[0] if isinstance(name, list) else name
+        cfg = lora.peft_config[name]
+        if scale is None:
+            r = cfg.r
+            scale = cfg.lora_alpha / (r ** 0.5 if getattr(cfg, "use_rslora", False) else r)
+        return dict(get_peft_model_state_dict(lora, adapter_name=name)), float(scale)
+    if isinstance(lora, Mapping):
+        if scale is None:
+            raise ValueError("update_weights(lora=<adapter state dict>) needs lora_scale=lora_alpha / r "
+                             "(or pass the PeftModel itself and the scale is read from its config)")
+        return dict(lora), float(scale)
+    raise TypeError(f"lora must be a peft PeftModel or an adapter state dict, not {type(lora).__name__}")
+
+
+class LoraMerger:
+    """Serves base + one LoRA delta; remembers base weights of the modules it touched."""
+
+    def __init__(self) -> None:
+        self._base: dict[str, torch.Tensor] = {}
+
+    def restore(self, model: torch.nn.Module) -> None:
+        """Put the base weights back (before a full load, so that load becomes the base)."""
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for module, base in self._base.items():
+                params[f"{module}.weight"].copy_(base)
+        self._base.clear()
+
+    def apply(self, model: torch.nn.Module, adapter: Mapping[str, torch.Tensor], scale: float) -> int:
+        """Serve ``base + scale · B @ A`` for every adapted module; returns how many."""
+        pairs: dict[str, dict[str, torch.Tensor]] = {}
+        for key, value in adapter.items():
+            m = _LORA_KEY.match(_strip(key))
+            if m is None:
+                raise ValueError(f"not a LoRA A/B weight: {key!r} (embedding adapters and extra modules are not supported; "
+                                 "merge the adapter and pass state_dict= instead)")
+            pairs.setdefault(m["module"], {})[m["ab"]] = value
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for module in list(self._base):  # modules the previous adapter touched but this one does not
+                if module not in pairs:
+                    params[f"{module}.weight"].copy_(self._base.pop(module))
+            for module, ab in pairs.items():
+                if set(ab) != {"A", "B"}:
+                    raise ValueError(f"LoRA module {module!r} lacks its lora_{'B' if 'A' in ab else 'A'} weight")
+                weight = params.get(f"{module}.weight")
+                if weight is None:
+                    raise ValueError(f"the served model has no module {module!r} for this LoRA adapter")
+                base = self._base.setdefault(module, weight.detach().clone())
+                delta = (ab["B"].to(weight.device, torch.float32) @ ab["A"].to(weight.device, torch.float32)) * scale
+                weight.copy_((base.float() + delta).to(weight.dtype))
+        return len(pairs)

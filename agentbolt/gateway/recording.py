@@ -1,0 +1,216 @@
+"""Model-call spans for proxied calls, and the batching writer that stores them.
+
+The span has the same attributes as a traced client call (see
+``docs/semantic-conventions.md`` and :mod:`agentbolt.tracing.genai`), so adapters treat
+gateway and traced calls alike, plus what only the gateway knows: policy version,
+engine, replica, latency, HTTP status.
+
+Recording stays off the response path: the proxy hands a :class:`CallRecord` to the
+:class:`SpanRecorder`, which builds spans and writes them in batches in the background,
+retrying a failed write, and flushes everything on close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from agentbolt.store.base import Store
+from agentbolt.tracing.genai import normalise_model_call
+from agentbolt.types import Span, SpanEvent, SpanStatus
+
+__all__ = [
+    "ENGINE",
+    "ENGINE_REPLICA",
+    "HTTP_STATUS",
+    "LATENCY_MS",
+    "POLICY_VERSION",
+    "SCOPE_NAME",
+    "CallRecord",
+    "SpanRecorder",
+    "build_span",
+]
+
+logger = logging.getLogger("agentbolt.gateway")
+
+POLICY_VERSION = "agentbolt.llm.policy_version"
+ENGINE = "agentbolt.llm.engine"
+ENGINE_REPLICA = "agentbolt.llm.engine_replica"
+LATENCY_MS = "agentbolt.llm.latency_ms"
+HTTP_STATUS = "http.response.status_code"
+SCOPE_NAME = "agentbolt.gateway"
+STREAMED = "agentbolt.llm.streamed"
+_BUILD_SLICE = 16
+RETRIES = "agentbolt.llm.retries"
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """Everything known about one proxied call, cheap to make on the hot path."""
+
+    rollout_id: str
+    attempt_id: str
+    request: dict[str, Any]
+    response: dict[str, Any] | None
+    status_code: int
+    engine: str
+    replica: int
+    policy_version: int | None
+    start_time: float
+    end_time: float
+    latency_ms: float
+    streamed: bool = False
+    retries: int = 0
+    error: str | None = None
+    span_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+
+
+def build_span(record: CallRecord) -> Span:
+    """The model-call span of ``record`` (normalised like a traced call)."""
+    raw = {
+        "openinference.span.kind": "LLM",
+        "llm.provider": record.engine,
+        "input.value": orjson.dumps(record.request).decode(),
+    }
+    if record.response is not None:
+        raw["output.value"] = orjson.dumps(record.response).decode()
+    call = normalise_model_call(raw)
+    assert call is not None  # an LLM-kind span always normalises
+    attrs = call.attributes
+    attrs.pop("openinference.span.kind", None)
+    attrs.pop("llm.provider", None)
+    attrs["otel.scope.name"] = SCOPE_NAME
+    attrs["agentbolt.rollout_id"] = record.rollout_id
+    attrs["agentbolt.attempt_id"] = record.attempt_id
+    attrs[ENGINE] = record.engine
+    attrs[ENGINE_REPLICA] = record.replica
+    if record.policy_version is not None:
+        attrs[POLICY_VERSION] = record.policy_version
+    attrs[LATENCY_MS] = round(record.latency_ms, 3)
+    attrs[HTTP_STATUS] = record.status_code
+    attrs[STREAMED] = record.streamed
+    if record.retries:
+        attrs[RETRIES] = record.retries
+    events: list[SpanEvent] = []
+    status = SpanStatus.OK
+    if record.error is not None:
+        status = SpanStatus.ERROR
+        events.append(
+            SpanEvent(
+                name="exception",
+                timestamp=record.end_time,
+                attributes={"exception.type": "EngineError", "exception.message": record.error},
+            )
+        )
+    return Span(
+        rollout_id=record.rollout_id,
+        attempt_id=record.attempt_id,
+        span_id=record.span_id,
+        name=call.name,
+        kind="client",
+        status=status,
+        status_message=f"EngineError: {record.error}" if record.error is not None else None,
+        start_time=record.start_time,
+        end_time=record.end_time,
+        attributes=attrs,
+        events=events,
+        resource={"service.name": "agentbolt-gateway"},
+    )
+
+
+class SpanRecorder:
+    """Writes call records to a store in batches from a background task.
+
+    :meth:`add` never waits. A failed write is retried with backoff (``add_spans`` is
+    idempotent by span id), so no span is lost while the store comes back;
+    :meth:`close` writes what is left.
+    """
+
+    def __init__(self, store: Store, *, batch_size: int = 512, flush_interval: float = 0.05) -> None:
+        self.store = store
+        self.batch_size = batch_size
+        self.flush_interval = flush_interval
+        self._pending: list[CallRecord] = []
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self.written = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._closing = False
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="agentbolt-gateway-spans")
+
+    def add(self, record: CallRecord) -> None:
+        self._pending.append(record)
+        self._idle.clear()
+        if len(self._pending) >= self.batch_size:
+            self._wake.set()
+
+    async def flush(self) -> None:
+        """Wait until every record added so far is stored."""
+        if self._task is None:
+            await self._write_all()
+            return
+        self._wake.set()
+        await self._idle.wait()
+
+    async def close(self) -> None:
+        """Write what is pending and stop the background task."""
+        self._closing = True
+        if self._task is not None:
+            self._wake.set()
+            task, self._task = self._task, None
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._write_all()
+
+    async def _run(self) -> None:
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.flush_interval)
+            self._wake.clear()
+            await self._write_all()
+
+    async def _write_all(self) -> None:
+        delay = 0.05
+        while self._pending:
+            batch = self._pending[: self.batch_size]
+            spans = []
+            for i, r in enumerate(batch):
+                if i and i % _BUILD_SLICE == 0:
+                    await asyncio.sleep(0)  # let requests through: building a big batch takes a while
+                try:
+                    spans.append(build_span(r))
+                except Exception:  # a bug, never a passing hiccup: do not retry it forever
+                    logger.exception("could not build the span of a call of rollout %s; skipped", r.rollout_id)
+            try:
+                await self.store.add_spans(spans)
+            except Exception:
+                if self._closing and delay > 2:
+                    logger.exception(
+                        "could not store %d gateway span(s) at shutdown; they are lost", len(self._pending)
+                    )
+                    self._pending.clear()
+                    break
+                logger.exception("storing %d gateway span(s) failed; retrying in %.2f s", len(batch), delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            del self._pending[: len(batch)]
+            self.written += len(batch)
+            delay = 0.05
+        if not self._pending:
+            self._idle.set()

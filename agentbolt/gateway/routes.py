@@ -1,0 +1,197 @@
+"""The gateway's HTTP face inside the server app.
+
+* ``POST /rollout/{rollout_id}/attempt/{attempt_id}/v1/chat/completions`` (and
+  ``.../v1/completions``, ``GET .../v1/models``): what an unmodified program calls with
+  ``OPENAI_BASE_URL`` set to :func:`~agentbolt.gateway.rollout_base_url`.
+* the same under plain ``/v1/...`` with ``X-Agentbolt-Rollout-Id`` /
+  ``X-Agentbolt-Attempt-Id`` headers (or neither, with a scoped token: its attempt).
+* ``POST /v1/gateway/pause`` (``?drain=true`` waits for in-flight calls),
+  ``POST /v1/gateway/resume``, ``GET /v1/gateway/status``: admin only.
+
+A scoped token may only call its own attempt's URLs (403 otherwise). Errors are
+OpenAI-shaped (``{"error": {"message", "type", "param", "code"}}``) so clients raise
+their usual exceptions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from starlette.responses import Response, StreamingResponse
+
+from agentbolt.gateway.engine import EngineError
+from agentbolt.gateway.gateway import CallKind, Gateway, GatewayPausedError
+from agentbolt.server.auth import principal_of
+from agentbolt.store.errors import StoreError
+
+__all__ = ["ATTEMPT_HEADER", "ROLLOUT_HEADER", "gateway_of", "gateway_router"]
+
+ROLLOUT_HEADER = "x-agentbolt-rollout-id"
+ATTEMPT_HEADER = "x-agentbolt-attempt-id"
+
+_SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def gateway_of(request: Request) -> Gateway:
+    gateway: Gateway | None = getattr(request.app.state, "gateway", None)
+    if gateway is None:
+        raise RuntimeError("no gateway on this app: create_app(store, gateway=Gateway(engine))")
+    return gateway
+
+
+def _openai_error(
+    status: int, message: str, type_: str, code: Any = None, headers: dict[str, str] | None = None
+) -> Response:
+    body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def _error_response(exc: Exception) -> Response:
+    if isinstance(exc, GatewayPausedError):
+        return Response(
+            orjson.dumps(exc.body),
+            status_code=429,
+            media_type="application/json",
+            headers={"retry-after": str(exc.retry_after)},
+        )
+    if isinstance(exc, EngineError):
+        return Response(orjson.dumps(exc.body), status_code=exc.status_code, media_type="application/json")
+    if isinstance(exc, StoreError):
+        return _openai_error(exc.status_code, exc.message, exc.code, exc.code)
+    raise exc
+
+
+class _MissingAttempt(Exception):
+    """The call names no rollout attempt (and its token is not a scoped one)."""
+
+
+def _attempt_of(request: Request, rollout_id: str | None, attempt_id: str | None) -> tuple[str, str]:
+    """Which attempt a call is for: path, else headers, else the scoped token's own.
+    Raises PermissionDeniedError for another attempt than the token's."""
+    principal = principal_of(request.scope)
+    if rollout_id is None:
+        rollout_id = request.headers.get(ROLLOUT_HEADER)
+        attempt_id = request.headers.get(ATTEMPT_HEADER)
+    if rollout_id is None or attempt_id is None:
+        if principal.scope is not None and rollout_id in (None, principal.scope.rollout_id) and attempt_id is None:
+            return principal.scope.rollout_id, principal.scope.attempt_id
+        raise _MissingAttempt()
+    principal.require_attempt(rollout_id, attempt_id, "calling the model for another rollout attempt")
+    return rollout_id, attempt_id
+
+
+_MISSING = (
+    "which rollout attempt is this call for? Use the base URL <server>/rollout/<rollout id>/attempt/<attempt id>/v1, "
+    "or send the X-Agentbolt-Rollout-Id and X-Agentbolt-Attempt-Id headers, or a rollout-scoped token"
+)
+
+
+async def _proxy(request: Request, kind: CallKind, rollout_id: str | None, attempt_id: str | None) -> Response:
+    gateway = gateway_of(request)
+    try:
+        rid, aid = _attempt_of(request, rollout_id, attempt_id)
+    except _MissingAttempt:
+        return _openai_error(400, _MISSING, "invalid_request_error", "missing_rollout")
+    except StoreError as exc:
+        return _error_response(exc)
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        return _openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
+    if not isinstance(body, dict):
+        return _openai_error(400, "the request body must be a JSON object", "invalid_request_error")
+    try:
+        if body.get("stream"):
+            chunks = await gateway.open_stream(kind, body, rid, aid)
+            return StreamingResponse(chunks, media_type="text/event-stream", headers=_SSE_HEADERS)
+        response = await gateway.complete(kind, body, rid, aid)
+    except (EngineError, GatewayPausedError, StoreError) as exc:
+        return _error_response(exc)
+    return Response(orjson.dumps(response), media_type="application/json")
+
+
+async def _models(request: Request, rollout_id: str | None, attempt_id: str | None) -> Response:
+    try:
+        if rollout_id is not None:
+            _attempt_of(request, rollout_id, attempt_id)
+        return Response(orjson.dumps(await gateway_of(request).models()), media_type="application/json")
+    except (EngineError, StoreError) as exc:
+        return _error_response(exc)
+
+
+gateway_router = APIRouter(tags=["gateway"])
+_prefix = "/rollout/{rollout_id}/attempt/{attempt_id}/v1"
+
+
+@gateway_router.post(_prefix + "/chat/completions", summary="Chat completion for one rollout attempt (OpenAI API)")
+async def rollout_chat(request: Request, rollout_id: str, attempt_id: str) -> Response:
+    return await _proxy(request, "chat", rollout_id, attempt_id)
+
+
+@gateway_router.post(_prefix + "/completions", summary="Text completion for one rollout attempt (OpenAI API)")
+async def rollout_completions(request: Request, rollout_id: str, attempt_id: str) -> Response:
+    return await _proxy(request, "completions", rollout_id, attempt_id)
+
+
+@gateway_router.get(_prefix + "/models", summary="Models served by the gateway's engine (OpenAI API)")
+async def rollout_models(request: Request, rollout_id: str, attempt_id: str) -> Response:
+    return await _models(request, rollout_id, attempt_id)
+
+
+@gateway_router.post("/v1/chat/completions", summary="Chat completion; attempt from headers or scoped token")
+async def chat(request: Request) -> Response:
+    return await _proxy(request, "chat", None, None)
+
+
+@gateway_router.post("/v1/completions", summary="Text completion; attempt from headers or scoped token")
+async def completions(request: Request) -> Response:
+    return await _proxy(request, "completions", None, None)
+
+
+@gateway_router.get("/v1/models", summary="Models served by the gateway's engine")
+async def models(request: Request) -> Response:
+    return await _models(request, None, None)
+
+
+def _require_admin(request: Request, action: str) -> Response | None:
+    try:
+        principal_of(request.scope).require_admin(action)
+    except StoreError as exc:
+        return _error_response(exc)
+    return None
+
+
+@gateway_router.post("/v1/gateway/pause", summary="Pause the gateway (new calls get 429); optionally drain")
+async def pause(request: Request, drain: bool = False, timeout: float | None = None) -> Response:
+    """Pause before a weight update; with ``drain=true`` answer once no call is in flight."""
+    denied = _require_admin(request, "pausing the gateway")
+    if denied is not None:
+        return denied
+    gateway = gateway_of(request)
+    gateway.pause()
+    if drain:
+        try:
+            await gateway.drain(timeout)
+        except TimeoutError:
+            return _openai_error(504, f"calls still in flight after {timeout} s", "timeout", "drain_timeout")
+    return Response(orjson.dumps(gateway.status()), media_type="application/json")
+
+
+@gateway_router.post("/v1/gateway/resume", summary="Resume the gateway")
+async def resume(request: Request) -> Response:
+    denied = _require_admin(request, "resuming the gateway")
+    if denied is not None:
+        return denied
+    gateway = gateway_of(request)
+    gateway.resume()
+    return Response(orjson.dumps(gateway.status()), media_type="application/json")
+
+
+@gateway_router.get("/v1/gateway/status", summary="Paused?, calls in flight, engine, policy version")
+async def status(request: Request) -> Response:
+    denied = _require_admin(request, "reading the gateway status")
+    if denied is not None:
+        return denied
+    return Response(orjson.dumps(gateway_of(request).status()), media_type="application/json")

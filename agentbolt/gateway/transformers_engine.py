@@ -1,0 +1,364 @@
+"""The built-in local engine: a Hugging Face causal LM served in-process through the
+OpenAI API shapes, with token ids and logprobs, dynamic batching and weight hot-swaps.
+
+* Chat prompts go through the tokenizer's chat template
+  (``apply_chat_template(messages, tools=..., add_generation_prompt=True)``); completions
+  prompts are tokenized as given (a string, or a list of token ids used verbatim).
+* Every answer carries ``prompt_token_ids`` and ``choices[0].token_ids`` (vLLM's format).
+  ``token_ids`` holds every sampled token, including a final EOS / stop token and the
+  tokens of a matched stop string; the returned text excludes both.
+* Logprobs (when asked: ``logprobs: true`` for chat, ``logprobs: k`` for completions) are
+  the RAW model distribution: log-softmax of the logits at temperature 1, before top-p —
+  like vLLM's default. The token is drawn from the tempered, top-p-filtered distribution.
+* One choice per request (``n=1``); tool-call parsing is out of scope (``tools`` are passed
+  to the chat template, the model's text comes back as ``content``).
+* ``seed`` makes a request reproducible (its own RNG). Batched rows can differ from a lone
+  run in the last float bits, so exact replay holds for the same batch composition.
+* Runs on CPU (the default, uses torch's thread count or ``num_threads``; on a CPU shared
+  with other busy processes ``num_threads=1`` avoids thread-pool stalls); ``device="cuda"``
+  runs on a GPU — written for it, but only CPU is tested in this repository.
+* Batching is per batch, not per step: rows leave a running batch when done, new requests
+  wait for the next batch (no mid-batch joins). Answers carry ``policy_version``, the
+  weights version the whole answer was generated with.
+
+Example::
+
+    engine = TransformersEngine.from_pretrained(agentbolt.models.smollm2())
+    answer = await engine.chat_completions({"messages": [{"role": "user", "content": "Hi"}]})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import torch
+
+from agentbolt.gateway.engine import Engine, EngineError
+from agentbolt.gateway.local.sampling import SamplingParams, parse_sampling
+from agentbolt.gateway.local.scheduler import (
+    BatchScheduler,
+    DoneEvent,
+    EngineStats,
+    GenRequest,
+    TokenEvent,
+)
+from agentbolt.gateway.local.weights import LoraMerger, load_full, lora_from
+
+__all__ = ["TransformersEngine"]
+
+
+def _bad(message: str, param: str | None = None) -> EngineError:
+    return EngineError(400, message, {"error": {"message": message, "type": "invalid_request_error",
+                                                "param": param, "code": None}})
+
+
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, dict):
+                raise _bad(f"the transformers engine accepts text content parts only, got {part.get('type')!r}", "messages")
+            else:
+                parts.append(str(part))
+        return "".join(parts)
+    return str(content)
+
+
+class TransformersEngine(Engine):
+    """Serve ``model`` (a transformers causal LM) with ``tokenizer``'s chat template.
+
+    ``max_batch_size`` rows share each forward pass; requests arriving within
+    ``batch_window_ms`` of each other (or while a batch runs) are batched together.
+    ``default_max_tokens`` applies when a request sets none.
+    """
+
+    name = "transformers"
+    returns_token_ids = True
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 8, batch_window_ms: float = 5,
+                 device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
+                 model_name: str | None = None, default_max_tokens: int = 512,
+                 num_threads: int | None = None) -> None:
+        if max_batch_size < 1:
+            raise ValueError("max_batch_size must be >= 1")
+        self.device = torch.device(device)
+        self.model = model.to(device=self.device, dtype=dtype) if dtype is not None else model.to(self.device)
+        self.model.eval()
+        self.tokenizer = tokenizer
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("the tokenizer has no chat template; set tokenizer.chat_template "
+                             "(e.g. agentbolt.models.CHATML_TEMPLATE) before serving chat completions")
+        self.model_name = model_name or getattr(model.config, "_name_or_path", None) or "local-model"
+        self.default_max_tokens = default_max_tokens
+        self.max_model_len = int(getattr(model.config, "max_position_embeddings", 2048))
+        eos: set[int] = set()
+        for source in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+            if isinstance(source, int):
+                eos.add(source)
+            elif source:
+                eos.update(int(t) for t in source)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos or {0})
+        self._lora = LoraMerger()
+        self._scheduler = BatchScheduler(self.model, tokenizer, max_batch_size=max_batch_size,
+                                         batch_window_s=batch_window_ms / 1000, device=self.device,
+                                         eos_ids=eos, pad_id=pad, num_threads=num_threads)
+
+    @classmethod
+    def from_pretrained(cls, path_or_name: str | Any, *, dtype: torch.dtype | None = None, **kw: Any) -> TransformersEngine:
+        """Load a model directory (e.g. ``agentbolt.models.smollm2()``) or Hub name."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(path_or_name, dtype=dtype or torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(path_or_name)
+        kw.setdefault("model_name", str(path_or_name).rstrip("/").rsplit("/", 1)[-1])
+        return cls(model, tokenizer, **kw)
+
+    # ---- Engine properties -----------------------------------------------------------------
+    @property
+    def policy_version(self) -> int:
+        return self._scheduler.policy_version
+
+    @property
+    def stats(self) -> EngineStats:
+        """Forward passes, batch sizes and generated tokens since start (for tests/benchmarks)."""
+        return self._scheduler.stats
+
+    async def start(self) -> None:
+        self._scheduler.start()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._scheduler.stop)
+
+    async def models(self) -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": self.model_name, "object": "model", "created": 0,
+                                            "owned_by": "agentbolt", "max_model_len": self.max_model_len}]}
+
+    # ---- weights ---------------------------------------------------------------------------
+    async def update_weights(self, state_dict: Mapping[str, torch.Tensor] | None = None, *, lora: Any = None,
+                             version: int | None = None, lora_scale: float | None = None) -> int:
+        """Hot-swap weights between batches and return the new ``policy_version``.
+
+        ``state_dict``: full or partial weights of the served architecture (a merged peft
+        model's ``state_dict()`` works too: its prefixes are stripped). ``lora``: a peft
+        ``PeftModel`` (its active adapter and scale are read) or an adapter state dict as
+        ``peft.get_peft_model_state_dict`` returns (then pass ``lora_scale`` = alpha / r);
+        the engine serves base + adapter, and a later adapter replaces, not adds to, it.
+        The in-flight batch finishes on the old weights; queued requests wait and run on
+        the new ones; nothing is dropped. ``version`` defaults to the current one + 1.
+        """
+        if state_dict is None and lora is None:
+            raise ValueError("update_weights needs state_dict=... and/or lora=...")
+        adapter = lora_from(lora, lora_scale) if lora is not None else None
+        if state_dict is not None:  # copy now: the trainer may keep updating its tensors
+            state_dict = {k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()}
+        if adapter is not None:
+            adapter = ({k: v.detach().to("cpu", copy=True) for k, v in adapter[0].items()}, adapter[1])
+
+        def apply() -> None:
+            if state_dict is not None:
+                self._lora.restore(self.model)
+                load_full(self.model, state_dict)
+            if adapter is not None:
+                self._lora.apply(self.model, adapter[0], adapter[1])
+
+        return await asyncio.wrap_future(self._scheduler.swap(apply, version))
+
+    # ---- prompts ---------------------------------------------------------------------------
+    def chat_prompt_ids(self, body: dict[str, Any]) -> list[int]:
+        """The prompt token ids of a chat body, via the tokenizer's chat template."""
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise _bad("'messages' must be a non-empty list", "messages")
+        clean = []
+        for m in messages:
+            if not isinstance(m, dict) or "role" not in m:
+                raise _bad("each message needs a 'role'", "messages")
+            clean.append({**m, "content": _text_of(m.get("content"))})
+        kwargs: dict[str, Any] = {"add_generation_prompt": True, "tokenize": True, "return_dict": False}
+        if body.get("tools"):
+            kwargs["tools"] = body["tools"]
+        try:
+            ids = self.tokenizer.apply_chat_template(clean, **kwargs)
+        except Exception as exc:
+            raise _bad(f"the model's chat template rejected these messages: {exc}", "messages") from exc
+        if isinstance(ids, Mapping):
+            ids = ids["input_ids"]
+        return [int(t) for t in ids]
+
+    def completion_prompt_ids(self, body: dict[str, Any]) -> list[int]:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+            prompt = prompt[0]
+        if body.get("echo"):
+            raise _bad("echo is not supported by the transformers engine", "echo")
+        if isinstance(prompt, str):
+            return list(self.tokenizer(prompt)["input_ids"])
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            return list(prompt)
+        raise _bad("'prompt' must be one string or one list of token ids (one prompt per request)", "prompt")
+
+    # ---- generation ------------------------------------------------------------------------
+    def _request(self, prompt_ids: list[int], body: dict[str, Any], top_logprobs: int) -> GenRequest:
+        params: SamplingParams = parse_sampling(body, default_max_tokens=self.default_max_tokens,
+                                                room=self.max_model_len - len(prompt_ids), top_logprobs=top_logprobs)
+        vocab = int(self.model.config.vocab_size)
+        if any(t < 0 or t >= vocab for t in prompt_ids):
+            raise _bad(f"prompt token ids must be in [0, {vocab})", "prompt")
+        return GenRequest(prompt_ids=prompt_ids, params=params)
+
+    async def _events(self, req: GenRequest) -> AsyncIterator[TokenEvent | DoneEvent]:
+        req.loop = asyncio.get_running_loop()
+        self._scheduler.submit(req)
+        try:
+            while True:
+                event = await req.events.get()
+                if isinstance(event, EngineError):
+                    raise event
+                if isinstance(event, BaseException):
+                    raise EngineError(500, f"the transformers engine failed while generating: {event!r}") from event
+                yield event
+                if isinstance(event, DoneEvent):
+                    return
+        finally:
+            req.cancelled = True  # a no-op when finished; frees the row when the caller went away
+
+    def _token_text(self, token: int) -> str:
+        return self.tokenizer.decode([token])
+
+    def _chat_logprob(self, ev: TokenEvent) -> dict[str, Any]:
+        text = self._token_text(ev.token_id)
+        return {"token": text, "logprob": ev.logprob, "bytes": list(text.encode()),
+                "top_logprobs": [{"token": (t := self._token_text(i)), "logprob": lp, "bytes": list(t.encode())}
+                                 for i, lp in ev.top]}
+
+    @staticmethod
+    def _usage(prompt: int, completion: int) -> dict[str, int]:
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    @staticmethod
+    def _chat_logprobs_wanted(body: dict[str, Any]) -> tuple[bool, int]:
+        want = bool(body.get("logprobs"))
+        k = int(body.get("top_logprobs") or 0) if want else 0
+        if not 0 <= k <= 20:
+            raise _bad("top_logprobs must be between 0 and 20", "top_logprobs")
+        return want, k
+
+    async def chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
+        want, k = self._chat_logprobs_wanted(body)
+        req = self._request(self.chat_prompt_ids(body), body, k)
+        text, content, done = [], [], None
+        async for ev in self._events(req):
+            text.append(ev.text)
+            if isinstance(ev, TokenEvent) and want:
+                content.append(self._chat_logprob(ev))
+            if isinstance(ev, DoneEvent):
+                done = ev
+        assert done is not None
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": self.model_name,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)},
+                         "logprobs": {"content": content} if want else None,
+                         "finish_reason": done.finish_reason, "token_ids": list(req.token_ids)}],
+            "usage": self._usage(len(req.prompt_ids), len(req.token_ids)),
+            "prompt_token_ids": list(req.prompt_ids),
+            "policy_version": done.policy_version,
+        }
+
+    def stream_chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> AsyncIterator[dict[str, Any]]:
+        want, k = self._chat_logprobs_wanted(body)
+        req = self._request(self.chat_prompt_ids(body), body, k)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return self._chat_stream(req, want, include_usage)
+
+    async def _chat_stream(self, req: GenRequest, want: bool, include_usage: bool) -> AsyncIterator[dict[str, Any]]:
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": self.model_name}
+        yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                                    "finish_reason": None}], "prompt_token_ids": list(req.prompt_ids)}
+        async for ev in self._events(req):
+            if isinstance(ev, TokenEvent):
+                yield {**base, "choices": [{"index": 0, "delta": {"content": ev.text},
+                                            "logprobs": {"content": [self._chat_logprob(ev)]} if want else None,
+                                            "finish_reason": None, "token_ids": [ev.token_id]}]}
+            else:
+                yield {**base, "choices": [{"index": 0, "delta": {"content": ev.text} if ev.text else {},
+                                            "logprobs": None, "finish_reason": ev.finish_reason, "token_ids": []}],
+                       "policy_version": ev.policy_version}
+        if include_usage:
+            yield {**base, "choices": [], "usage": self._usage(len(req.prompt_ids), len(req.token_ids))}
+
+    @staticmethod
+    def _completion_logprobs_wanted(body: dict[str, Any]) -> tuple[bool, int]:
+        lp = body.get("logprobs")
+        if lp is None or lp is False:
+            return False, 0
+        k = 0 if lp is True else int(lp)
+        if not 0 <= k <= 20:
+            raise _bad("logprobs must be between 0 and 20", "logprobs")
+        return True, k
+
+    def _completion_lp_part(self, ev: TokenEvent, offset: int) -> dict[str, Any]:
+        return {"tokens": [self._token_text(ev.token_id)], "token_logprobs": [ev.logprob],
+                "top_logprobs": [{self._token_text(i): lp for i, lp in ev.top}], "text_offset": [offset]}
+
+    async def completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
+        want, k = self._completion_logprobs_wanted(body)
+        req = self._request(self.completion_prompt_ids(body), body, k)
+        text: list[str] = []
+        lps: dict[str, list[Any]] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+        done = None
+        offset = 0
+        async for ev in self._events(req):
+            if isinstance(ev, TokenEvent) and want:
+                for key, value in self._completion_lp_part(ev, offset).items():
+                    lps[key].extend(value)
+            text.append(ev.text)
+            offset += len(ev.text)
+            if isinstance(ev, DoneEvent):
+                done = ev
+        assert done is not None
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+            "model": self.model_name,
+            "choices": [{"index": 0, "text": "".join(text), "logprobs": lps if want else None,
+                         "finish_reason": done.finish_reason, "token_ids": list(req.token_ids)}],
+            "usage": self._usage(len(req.prompt_ids), len(req.token_ids)),
+            "prompt_token_ids": list(req.prompt_ids),
+            "policy_version": done.policy_version,
+        }
+
+    def stream_completions(self, body: dict[str, Any], *, replica: int = 0) -> AsyncIterator[dict[str, Any]]:
+        want, k = self._completion_logprobs_wanted(body)
+        req = self._request(self.completion_prompt_ids(body), body, k)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return self._completion_stream(req, want, include_usage)
+
+    async def _completion_stream(self, req: GenRequest, want: bool, include_usage: bool) -> AsyncIterator[dict[str, Any]]:
+        base = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+                "model": self.model_name}
+        first, offset = True, 0
+        async for ev in self._events(req):
+            extra: dict[str, Any] = {"prompt_token_ids": list(req.prompt_ids)} if first else {}
+            first = False
+            if isinstance(ev, TokenEvent):
+                choice = {"index": 0, "text": ev.text, "finish_reason": None, "token_ids": [ev.token_id],
+                          "logprobs": self._completion_lp_part(ev, offset) if want else None}
+            else:
+                choice = {"index": 0, "text": ev.text, "finish_reason": ev.finish_reason, "token_ids": [],
+                          "logprobs": None}
+                extra["policy_version"] = ev.policy_version
+            offset += len(ev.text)
+            yield {**base, "choices": [choice], **extra}
+        if include_usage:
+            yield {**base, "choices": [], "usage": self._usage(len(req.prompt_ids), len(req.token_ids))}

@@ -1,0 +1,392 @@
+"""Overhead of the gateway: added latency and proxied requests/s over a zero-latency engine.
+
+Three processes: a fake engine (a minimal asyncio HTTP/1.1 server answering every POST
+at once with a fixed vLLM-style chat completion: token ids and logprobs), the agentbolt
+server with the gateway in front of it (``VLLMEngine`` over HTTP, a SQLite store, every
+call recorded as a span), and the load generator — ``wrk`` (Debian's package) with a
+Lua script for the POST body, or, without wrk, a small asyncio client.
+
+Measured in one run:
+
+* latency at 1 connection, engine direct vs through the gateway (the rollout's URL with
+  its scoped token): p50 / p99 and the **added** p50 / p99;
+* proxied non-streaming requests/s at 16 connections (and the engine alone for scale);
+* spans stored == calls answered (every call recorded).
+
+Targets: added p50 <= 1 ms at 1 connection; >= 1,000 req/s at 16 connections.
+
+    python benchmarks/gateway_overhead.py                # 5 s per cell
+    python benchmarks/gateway_overhead.py --smoke --json # ~1 s per cell, for CI
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+TARGET_ADDED_P50_MS = 1.0
+TARGET_RPS = 1000.0
+ADMIN = "bench-admin"
+MODEL = "bench-model"
+BODY = json.dumps(
+    {
+        "model": MODEL,
+        "messages": [
+            {"role": "system", "content": "You are a careful assistant. Think, then answer."},
+            {"role": "user", "content": "what is 6 times 7?"},
+        ],
+        "max_tokens": 16,
+    }
+)
+
+# ----------------------------------------------------------------------------- fake engine
+_PROMPT_IDS = list(range(100, 160))
+_ANSWER_IDS = list(range(200, 216))
+_ANSWER = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 0,
+        "model": MODEL,
+        "prompt_token_ids": _PROMPT_IDS,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "the answer is 42, as computed"},
+                "finish_reason": "stop",
+                "token_ids": _ANSWER_IDS,
+                "logprobs": {
+                    "content": [
+                        {"token": f"t{i}", "logprob": -0.01 * (i + 1), "bytes": None, "top_logprobs": []}
+                        for i in range(len(_ANSWER_IDS))
+                    ]
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": len(_PROMPT_IDS), "completion_tokens": len(_ANSWER_IDS), "total_tokens": 76},
+    }
+).encode()
+_RESPONSE = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+    + str(len(_ANSWER)).encode()
+    + b"\r\n\r\n"
+    + _ANSWER
+)
+
+
+class _EngineProtocol(asyncio.Protocol):
+    """Keep-alive HTTP/1.1: answer each complete request (headers + Content-Length body)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+        self.buf = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end].lower()
+            i = head.find(b"content-length:")
+            length = int(head[i + 15 : head.find(b"\r\n", i) if head.find(b"\r\n", i) > 0 else None]) if i >= 0 else 0
+            if len(self.buf) < end + 4 + length:
+                return
+            self.buf = self.buf[end + 4 + length :]
+            self.transport.write(_RESPONSE)
+
+
+def serve_engine(port: int) -> None:
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        uvloop.install()
+
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(_EngineProtocol, "127.0.0.1", port, backlog=1024)
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
+# ----------------------------------------------------------------------------- gateway server
+def serve_gateway(port: int, engine_url: str, db: str) -> None:
+    import uvicorn
+
+    from agentbolt.gateway import Gateway, GatewayConfig, VLLMEngine
+    from agentbolt.server import create_app
+    from agentbolt.store.url import open_store
+
+    gateway = Gateway(VLLMEngine(engine_url, policy_version=1), GatewayConfig())
+    store = open_store("memory://" if db == "memory" else f"sqlite:///{db}")
+    app = create_app(store, admin_token=ADMIN, gateway=gateway, deadline_check=False)
+    profile = os.environ.get("AGENTBOLT_BENCH_PROFILE")
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        backlog=1024,
+    )
+    if profile:
+        prof.disable()
+        prof.dump_stats(profile)
+
+
+# ----------------------------------------------------------------------------- processes
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"the benchmark's {what} did not start") from None
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def _process(args: list[str], port: int, what: str) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen([sys.executable, __file__, *args])
+    try:
+        _wait_port(port, proc, what)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+# ----------------------------------------------------------------------------- load
+_LUA = """
+wrk.method = "POST"
+wrk.body = {body}
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer {token}"
+"""
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def _ms(text: str) -> float:
+    m = re.fullmatch(r"([\d.]+)(us|ms|s)", text.strip())
+    if m is None:
+        raise ValueError(f"cannot read wrk latency {text!r}")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def run_wrk(url: str, token: str, connections: int, seconds: float) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(_LUA.format(body=json.dumps(BODY), token=token))
+        script = f.name
+    try:
+        out = subprocess.run(
+            ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", "-s", script, url],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=seconds + 60,
+        ).stdout
+    finally:
+        os.unlink(script)
+    pct = dict(re.findall(r"^\s+(50|99)(?:\.000)?%\s+(\S+)$", out, re.MULTILINE))
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: (.*)", out)
+    return {
+        "requests": requests,
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
+        "p50_ms": _ms(pct["50"]),
+        "p99_ms": _ms(pct["99"]),
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+        "socket_errors": errors.group(1) if errors else None,
+    }
+
+
+async def _python_load(url: str, token: str, connections: int, seconds: float) -> dict[str, Any]:
+    """A keep-alive HTTP/1.1 client on raw asyncio streams (when wrk is missing)."""
+    parsed = httpx.URL(url)
+    body = BODY.encode()
+    request = (
+        f"POST {parsed.raw_path.decode()} HTTP/1.1\r\nHost: {parsed.host}:{parsed.port}\r\n"
+        f"Content-Type: application/json\r\nAuthorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    latencies: list[float] = []
+    non2xx = 0
+    stop = time.perf_counter() + seconds
+
+    async def one() -> None:
+        nonlocal non2xx
+        reader, writer = await asyncio.open_connection(parsed.host, parsed.port)
+        while time.perf_counter() < stop:
+            t0 = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 2"):
+                non2xx += 1
+            lower = head.lower()
+            i = lower.find(b"content-length:")
+            await reader.readexactly(int(lower[i + 15 : lower.find(b"\r\n", i)]))
+            latencies.append(time.perf_counter() - t0)
+        writer.close()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(connections)))
+    elapsed = time.perf_counter() - t0
+    latencies.sort()
+    return {
+        "requests": len(latencies),
+        "rps": len(latencies) / elapsed,
+        "p50_ms": latencies[len(latencies) // 2] * 1e3,
+        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1e3,
+        "non_2xx": non2xx,
+        "socket_errors": None,
+    }
+
+
+def load(client: str, url: str, token: str, connections: int, seconds: float) -> dict[str, Any]:
+    if client == "wrk":
+        return run_wrk(url, token, connections, seconds)
+    return asyncio.run(_python_load(url, token, connections, seconds))
+
+
+# ----------------------------------------------------------------------------- main
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each measurement")
+    parser.add_argument("--smoke", action="store_true", help="1 s per measurement (CI)")
+    parser.add_argument("--json", action="store_true", help="print one JSON line with the results")
+    parser.add_argument("--client", choices=["auto", "wrk", "python"], default="auto")
+    parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite", help="the server's store")
+    parser.add_argument("--serve-engine", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-gateway", nargs=3, metavar=("PORT", "ENGINE_URL", "DB"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_engine:
+        serve_engine(args.serve_engine)
+        return
+    if args.serve_gateway:
+        port, engine_url, db = args.serve_gateway
+        serve_gateway(int(port), engine_url, db)
+        return
+
+    seconds = 1.0 if args.smoke else args.seconds
+    client = args.client
+    if client == "auto":
+        client = "wrk" if shutil.which("wrk") else "python"
+    if client == "wrk" and not shutil.which("wrk"):
+        sys.exit("wrk is not installed: apt-get install wrk (or pass --client python)")
+
+    engine_port, gateway_port = _free_port(), _free_port()
+    engine_url = f"http://127.0.0.1:{engine_port}/v1"
+    gateway_url = f"http://127.0.0.1:{gateway_port}"
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "bench.db") if args.store == "sqlite" else "memory"
+        with (
+            _process(["--serve-engine", str(engine_port)], engine_port, "fake engine"),
+            _process(["--serve-gateway", str(gateway_port), engine_url, db], gateway_port, "gateway server"),
+        ):
+            admin = httpx.Client(base_url=gateway_url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=60)
+            admin.post("/v1/rollouts", json={"rollouts": [{"rollout_id": "bench"}]}).raise_for_status()
+            claim = admin.post("/v1/claims", json={"worker_id": "bench", "limit": 1}).json()[0]
+            token, aid = claim["token"], claim["attempt"]["attempt_id"]
+            proxied = f"{gateway_url}/rollout/bench/attempt/{aid}/v1/chat/completions"
+            direct = f"{engine_url}/chat/completions"
+            load(client, proxied, token, 4, min(1.0, seconds))  # warm-up (connections, caches)
+            before = admin.get("/v1/stats").json()["total_spans"]
+
+            d1 = load(client, direct, token, 1, seconds)
+            g1 = load(client, proxied, token, 1, seconds)
+            d16 = load(client, direct, token, 16, seconds)
+            g16 = load(client, proxied, token, 16, seconds)
+
+            deadline = time.monotonic() + 30  # spans are written in the background
+            answered = g1["requests"] + g16["requests"]
+            while True:
+                spans = admin.get("/v1/stats").json()["total_spans"] - before
+                if spans >= answered or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            admin.close()
+
+    result = {
+        "client": client,
+        "store": args.store,
+        "seconds": seconds,
+        "direct_p50_ms": d1["p50_ms"],
+        "direct_p99_ms": d1["p99_ms"],
+        "gateway_p50_ms": g1["p50_ms"],
+        "gateway_p99_ms": g1["p99_ms"],
+        "added_p50_ms": g1["p50_ms"] - d1["p50_ms"],
+        "added_p99_ms": g1["p99_ms"] - d1["p99_ms"],
+        "direct_rps_16": d16["rps"],
+        "gateway_rps_16": g16["rps"],
+        "gateway_rps_1": g1["rps"],
+        "gateway_p50_ms_16": g16["p50_ms"],
+        "gateway_p99_ms_16": g16["p99_ms"],
+        "calls_answered": answered,
+        "spans_recorded": spans,
+        "non_2xx": g1["non_2xx"] + g16["non_2xx"],
+        "socket_errors": [g1["socket_errors"], g16["socket_errors"]],
+        "every_call_recorded": spans >= answered and g1["non_2xx"] + g16["non_2xx"] == 0,
+    }
+    if args.json:
+        print(json.dumps(result))
+        return
+    ok = lambda good: "ok" if good else "MISSED"
+    print(
+        f"gateway overhead over a zero-latency engine ({client}, {args.store} store, {seconds:g} s per cell, "
+        f"{os.cpu_count()} cores)"
+    )
+    print(
+        f"  1 connection : direct p50 {d1['p50_ms']:.3f} ms p99 {d1['p99_ms']:.3f} ms | "
+        f"gateway p50 {g1['p50_ms']:.3f} ms p99 {g1['p99_ms']:.3f} ms"
+    )
+    print(
+        f"  added        : p50 {result['added_p50_ms']:.3f} ms (target <= {TARGET_ADDED_P50_MS} ms: "
+        f"{ok(result['added_p50_ms'] <= TARGET_ADDED_P50_MS)}), p99 {result['added_p99_ms']:.3f} ms"
+    )
+    print(
+        f"  16 connections: direct {d16['rps']:.0f} req/s | gateway {g16['rps']:.0f} req/s "
+        f"(target >= {TARGET_RPS:.0f}: {ok(g16['rps'] >= TARGET_RPS)}), p50 {g16['p50_ms']:.2f} ms p99 {g16['p99_ms']:.2f} ms"
+    )
+    print(
+        f"  recorded     : {spans} spans for {answered} answered calls, {result['non_2xx']} non-2xx "
+        f"({ok(result['every_call_recorded'])})"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+from controller.helpers import served  # noqa: F401  (the fixture)

@@ -1,0 +1,166 @@
+"""Span building (same shape as traced calls, read by the adapters), the background
+span writer (batches, retries a failing store, flushes on close) and stream reassembly."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from agentbolt.adapters.calls import extract_model_calls
+from agentbolt.gateway.recording import CallRecord, SpanRecorder, build_span
+from agentbolt.gateway.streaming import StreamAssembler
+from agentbolt.store.errors import StoreUnavailableError
+from agentbolt.store.memory import MemoryStore
+from agentbolt.types import RolloutCreate, Span
+
+
+def _record(rollout_id: str, attempt_id: str, i: int = 0) -> CallRecord:
+    now = time.time()
+    return CallRecord(
+        rollout_id=rollout_id,
+        attempt_id=attempt_id,
+        request={"model": "m", "messages": [{"role": "user", "content": f"q{i}"}], "logprobs": True},
+        response={
+            "id": "x",
+            "object": "chat.completion",
+            "model": "m",
+            "prompt_token_ids": [1, 2],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "a"},
+                    "finish_reason": "stop",
+                    "token_ids": [3],
+                    "logprobs": {"content": [{"token": "a", "logprob": -0.1}]},
+                }
+            ],
+        },
+        status_code=200,
+        engine="fake",
+        replica=0,
+        policy_version=3,
+        start_time=now,
+        end_time=now + 0.01,
+        latency_ms=10.0,
+    )
+
+
+def test_the_adapters_read_gateway_spans_like_traced_calls() -> None:
+    span = build_span(_record("r", "a"))
+    (call,) = extract_model_calls([span])
+    assert call.prompt_token_ids == [1, 2] and call.response_token_ids == [3]
+    assert call.response_logprobs == [-0.1] and call.token_ids_source == "engine"
+    assert call.messages == [{"role": "user", "content": "q0"}] and call.response_text == "a"
+    assert "openinference.span.kind" not in span.attributes
+    assert span.attributes["otel.scope.name"] == "agentbolt.gateway"
+
+
+class FlakyStore(MemoryStore):
+    """Refuses the first ``failures`` writes of spans."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.writes: list[int] = []
+
+    async def add_spans(self, spans: Sequence[Span]) -> list[Span]:
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailableError("store down")
+        self.writes.append(len(spans))
+        return await super().add_spans(spans)
+
+
+async def _claimed(store: MemoryStore) -> tuple[str, str]:
+    await store.enqueue_rollouts([RolloutCreate(rollout_id="r")])
+    claim = await store.claim_rollout("w")
+    assert claim is not None
+    return claim.rollout.rollout_id, claim.attempt.attempt_id
+
+
+async def test_spans_are_written_in_batches_and_survive_store_hiccups() -> None:
+    store = FlakyStore(failures=2)
+    rid, aid = await _claimed(store)
+    recorder = SpanRecorder(store, batch_size=10, flush_interval=0.01)
+    recorder.start()
+    for i in range(25):
+        recorder.add(_record(rid, aid, i))
+    await asyncio.wait_for(recorder.flush(), 10)
+    assert sum(store.writes) == 25 and max(store.writes) <= 10
+    assert len(await store.get_spans(rid)) == 25
+    await recorder.close()
+
+
+async def test_close_writes_what_is_pending() -> None:
+    store = FlakyStore(failures=0)
+    rid, aid = await _claimed(store)
+    recorder = SpanRecorder(store, batch_size=1000, flush_interval=60)
+    recorder.start()
+    for i in range(5):
+        recorder.add(_record(rid, aid, i))
+    await recorder.close()
+    assert len(await store.get_spans(rid)) == 5
+
+
+def test_streamed_tool_calls_are_reassembled() -> None:
+    chunks = [
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "model": "m",
+            "prompt_token_ids": [5, 6],
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}],
+        },
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "add", "arguments": '{"a":'},
+                            }
+                        ]
+                    },
+                    "token_ids": [7],
+                }
+            ],
+        },
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": " 1}"}}]},
+                    "token_ids": [8],
+                    "finish_reason": "tool_calls",
+                }
+            ],
+        },
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "model": "m",
+            "choices": [],
+            "usage": {"prompt_tokens": 2, "completion_tokens": 2},
+        },
+    ]
+    asm = StreamAssembler()
+    for c in chunks:
+        asm.add(c)
+    out = asm.result()
+    assert out["prompt_token_ids"] == [5, 6] and out["usage"]["completion_tokens"] == 2
+    (choice,) = out["choices"]
+    assert choice["token_ids"] == [7, 8] and choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"] == [
+        {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
+    ]
