@@ -16,6 +16,12 @@ process; any agent), ``"multiprocess"`` (runner processes + a server on SQLite; 
 agent must be importable — define it at module level, keep the script's work under
 ``if __name__ == "__main__":``), ``"external"`` (``agentbolt runner`` processes you
 start anywhere), or an :class:`~agentbolt.execution.ExecutionStrategy` object.
+
+``gateway`` puts the model gateway in front of an engine, next to the store, so an
+unmodified program (a :class:`~agentbolt.controller.Harness`) can be the agent::
+
+    gateway = EngineSpec(kind="vllm", url="http://127.0.0.1:8000/v1")
+    Trainer(algorithm=..., strategy="multiprocess", gateway=gateway).fit(Harness("python solve.py"), data)
 """
 
 from __future__ import annotations
@@ -26,11 +32,15 @@ import logging
 import signal
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console
 
-from agentbolt.algorithms.base import DEFAULT_ROLLOUT_CONFIG, Algorithm, AlgorithmContext
+from agentbolt.algorithms.base import (
+    DEFAULT_ROLLOUT_CONFIG,
+    Algorithm,
+    AlgorithmContext,
+)
 from agentbolt.algorithms.evaluate import Evaluate
 from agentbolt.execution import ExecutionStrategy, RunnerSpec, strategy_from
 from agentbolt.execution.dev import DevRollout, print_dev_rollouts, training_samples
@@ -38,6 +48,10 @@ from agentbolt.execution.inprocess import InProcessStrategy
 from agentbolt.runner.runner import Runner
 from agentbolt.store.base import Store
 from agentbolt.types import Resource, RolloutConfig, RolloutMode
+
+if TYPE_CHECKING:
+    from agentbolt.gateway.gateway import Gateway
+    from agentbolt.gateway.spec import EngineSpec, GatewaySpec
 
 __all__ = ["Trainer"]
 
@@ -62,6 +76,10 @@ class Trainer:
       new version before the algorithm starts.
     * ``rollout_config`` — limits and retries of the rollouts the algorithm enqueues
       (default: retried if their runner goes silent for 60 s).
+    * ``gateway`` — serve the model gateway next to the store: a
+      :class:`~agentbolt.gateway.GatewaySpec` or an :class:`~agentbolt.gateway.EngineSpec`
+      (built in the server process: the trainer's own, or the one it starts), or — for
+      the in-process strategy only — a :class:`~agentbolt.gateway.Gateway` object.
     """
 
     def __init__(
@@ -78,6 +96,7 @@ class Trainer:
         resources: Mapping[str, Resource] | None = None,
         rollout_config: RolloutConfig | None = None,
         run_dir: str | None = None,
+        gateway: GatewaySpec | EngineSpec | Gateway | None = None,
     ) -> None:
         if n_runners < 1:
             raise ValueError(f"n_runners must be at least 1, got {n_runners}")
@@ -93,6 +112,7 @@ class Trainer:
         self.val_dataset = val_dataset
         self.resources = dict(resources) if resources else None
         self.rollout_config = rollout_config or DEFAULT_ROLLOUT_CONFIG.model_copy(deep=True)
+        self.gateway = _gateway_of(gateway)
 
     # ------------------------------------------------------------------------ fit
     def fit(self, agent: Any = None, train_dataset: Sequence[Any] | None = None, val_dataset: Sequence[Any] | None = None) -> Any:
@@ -123,7 +143,8 @@ class Trainer:
             return await result if inspect.isawaitable(result) else result
 
         _ensure_log_output()
-        return await self.strategy.execute(main, spec, n_runners=self.n_runners, store=self.store)
+        extra = {"gateway": self.gateway} if self.gateway is not None else {}  # strategies of others may lack it
+        return await self.strategy.execute(main, spec, n_runners=self.n_runners, store=self.store, **extra)
 
     # ------------------------------------------------------------------------ dev
     def dev(
@@ -173,9 +194,19 @@ class Trainer:
 
         _ensure_log_output()
         store = self.store if isinstance(self.store, Store) else None
-        results = await InProcessStrategy().execute(main, spec, n_runners=1, store=store)
+        results = await InProcessStrategy().execute(main, spec, n_runners=1, store=store, gateway=self.gateway)
         print_dev_rollouts(results, console)
         return results
+
+
+def _gateway_of(value: Any) -> GatewaySpec | Gateway | None:
+    """A GatewaySpec (an EngineSpec alone gets default settings) or a live Gateway."""
+    if value is None:
+        return None
+    from agentbolt.gateway.gateway import Gateway
+    from agentbolt.gateway.spec import as_gateway_spec
+
+    return value if isinstance(value, Gateway) else as_gateway_spec(value)
 
 
 def _refuse_in_child(what: str) -> None:

@@ -67,9 +67,10 @@ async def attempt_credentials(ctx: AttemptContext, server_url: str | None) -> Cr
     if server_url is None:
         raise HarnessConfigError(
             f"a harness program calls its model through the gateway of an agentbolt server, but this runner uses a "
-            f"{type(store).__name__} in this process, which no server serves: use strategy='multiprocess' (the "
-            "trainer starts a server), run the runner against an HttpStore, or serve this store "
-            "(agentbolt.server.testing.serve_in_thread) and pass Harness(..., server_url=that URL)"
+            f"{type(store).__name__} in this process, which no server serves: give the trainer the engine "
+            "(Trainer(..., gateway=EngineSpec(...)), any strategy, e.g. strategy='multiprocess'), run the runner "
+            "against an HttpStore, or serve this store (agentbolt.server.testing.serve_in_thread) and pass "
+            "Harness(..., server_url=that URL)"
         )
     if scoped:
         return Credentials(server_url, scoped)
@@ -94,7 +95,8 @@ async def ensure_gateway(creds: Credentials, base_url: str, checked: set[str]) -
     if response.status_code == 404:
         raise HarnessConfigError(
             f"the agentbolt server at {creds.server_url} has no model gateway, so the program's model calls would "
-            "fail: start the server with a gateway in front of your model (create_app(store, gateway=Gateway(engine)) "
-            "— see docs/gateway.md) and point the runners at it"
+            "fail: start the server with a gateway in front of your model (`agentbolt server --engine ...`, "
+            "Trainer(..., gateway=EngineSpec(...)) or create_app(store, gateway=Gateway(engine)) — see "
+            "docs/gateway.md) and point the runners at it"
         )
     checked.add(creds.server_url)

@@ -10,12 +10,16 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from agentbolt.runner.runner import Runner
 from agentbolt.store.base import Store
 
-__all__ = ["RunnerSpec", "ExecutionStrategy", "RunnersFailedError", "run_supervised"]
+if TYPE_CHECKING:
+    from agentbolt.gateway.gateway import Gateway
+    from agentbolt.gateway.spec import GatewaySpec
+
+__all__ = ["ExecutionStrategy", "RunnerSpec", "RunnersFailedError", "process_gateway", "run_supervised"]
 
 log = logging.getLogger("agentbolt.trainer")
 
@@ -93,7 +97,12 @@ def _as_list(hooks: Any) -> list[Any]:
 
 class ExecutionStrategy(abc.ABC):
     """Where runners run. :meth:`execute` starts them, runs ``main`` (the algorithm)
-    against a store that reaches them, stops them and returns ``main``'s result."""
+    against a store that reaches them, stops them and returns ``main``'s result.
+
+    ``gateway`` (given only when the trainer has one) — serve the model gateway next to
+    the store, so agents (a :class:`~agentbolt.controller.Harness`'s programs) reach
+    their model through it.
+    """
 
     name: ClassVar[str]
 
@@ -105,7 +114,21 @@ class ExecutionStrategy(abc.ABC):
         *,
         n_runners: int,
         store: Store | str | None,
+        gateway: GatewaySpec | Gateway | None = None,
     ) -> T: ...
+
+
+def process_gateway(gateway: GatewaySpec | Gateway | None, strategy: str) -> GatewaySpec | None:
+    """The gateway as a spec a server process can build; a live Gateway cannot go there."""
+    from agentbolt.gateway.spec import GatewaySpec
+
+    if gateway is None or isinstance(gateway, GatewaySpec):
+        return gateway
+    raise TypeError(
+        f"the {strategy} strategy serves the gateway from a server process, which cannot receive a "
+        f"{type(gateway).__name__} object: describe it as data, e.g. gateway=GatewaySpec(engine=EngineSpec("
+        "kind='vllm', url='http://127.0.0.1:8000/v1')), or use strategy='inprocess'"
+    )
 
 
 async def run_supervised(main: Coroutine[Any, Any, T], watch: Coroutine[Any, Any, Any]) -> T:

@@ -23,11 +23,14 @@ import socket
 import sys
 import time
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from agentbolt.execution.base import RunnerSpec
+
+if TYPE_CHECKING:
+    from agentbolt.gateway.spec import GatewaySpec
 
 __all__ = ["ChildProcess", "start_server", "start_runner", "check_transferable", "free_port"]
 
@@ -116,10 +119,20 @@ def _defined_in_main(obj: Any) -> bool:
 
 
 # --------------------------------------------------------------------------- server
-def start_server(store_url: str, *, host: str, port: int, admin_token: str | None, log_level: str) -> ChildProcess:
+def start_server(
+    store_url: str,
+    *,
+    host: str,
+    port: int,
+    admin_token: str | None,
+    log_level: str,
+    gateway: GatewaySpec | None = None,
+) -> ChildProcess:
+    """Start ``agentbolt server`` in a child; ``gateway`` is built there (a local model
+    loads in the server process, not in the trainer)."""
     process = _SPAWN.Process(
         target=_server_main,
-        args=(store_url, host, port, admin_token, log_level, os.getpid()),
+        args=(store_url, host, port, admin_token, log_level, os.getpid(), gateway),
         name="agentbolt-server",
         daemon=False,
     )
@@ -146,13 +159,21 @@ async def wait_until_serving(child: ChildProcess, url: str, timeout: float = 60.
             await asyncio.sleep(0.05)
 
 
-def _server_main(store_url: str, host: str, port: int, admin_token: str | None, log_level: str, parent: int) -> None:
+def _server_main(
+    store_url: str,
+    host: str,
+    port: int,
+    admin_token: str | None,
+    log_level: str,
+    parent: int,
+    gateway: GatewaySpec | None = None,
+) -> None:
     os.setpgrp()
     from agentbolt.runner.process import watch_parent
     from agentbolt.server import run_server
 
     watch_parent(parent)
-    run_server(store_url=store_url, host=host, port=port, admin_token=admin_token, log_level=log_level)
+    run_server(store_url=store_url, host=host, port=port, admin_token=admin_token, log_level=log_level, gateway=gateway)
 
 
 # --------------------------------------------------------------------------- runners

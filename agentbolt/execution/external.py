@@ -15,15 +15,25 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console
 
-from agentbolt.execution.base import ExecutionStrategy, RunnersFailedError, RunnerSpec, run_supervised
+from agentbolt.execution.base import (
+    ExecutionStrategy,
+    RunnersFailedError,
+    RunnerSpec,
+    process_gateway,
+    run_supervised,
+)
 from agentbolt.execution.server import ServerHandle, open_server, public_url
 from agentbolt.runner.agent import LitAgent
 from agentbolt.runner.loading import reference_of
 from agentbolt.store.base import Store
+
+if TYPE_CHECKING:
+    from agentbolt.gateway.gateway import Gateway
+    from agentbolt.gateway.spec import GatewaySpec
 
 __all__ = ["ExternalStrategy", "runner_command"]
 
@@ -88,10 +98,17 @@ class ExternalStrategy(ExecutionStrategy):
         *,
         n_runners: int,
         store: Store | str | None,
+        gateway: GatewaySpec | Gateway | None = None,
     ) -> T:
         from agentbolt.store.http import HttpStore
 
+        spec = process_gateway(gateway, self.name)
         if isinstance(store, Store) and not isinstance(store, HttpStore):
+            if spec is not None:
+                raise ValueError(
+                    f"a {type(store).__name__} object is used as is, with no server to put the gateway in: pass "
+                    "store=None or 'sqlite:///path.db' (the trainer serves it, gateway included)"
+                )
             algo_store, server = store, None
         else:
             server = self.server = await open_server(
@@ -101,6 +118,7 @@ class ExternalStrategy(ExecutionStrategy):
                 port=self.port,
                 admin_token=self.admin_token,
                 log_level=self.log_level,
+                gateway=spec,
             )
             algo_store = HttpStore(server.url, token=server.token)
         try:

@@ -1,18 +1,35 @@
 """In-process execution: runners are asyncio tasks next to the algorithm, in one
 process, sharing one store object and one tracer. The default for small jobs, and the
-only strategy that accepts any agent (lambdas and closures included)."""
+only strategy that accepts any agent (lambdas and closures included).
+
+With a gateway, the store and the gateway are also served over HTTP from a background
+thread of this process, and the runners reach the store through that server — as they
+do in the process strategies — so each attempt gets its scoped token and a
+:class:`~agentbolt.controller.Harness` finds the gateway with no ``server_url``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import secrets
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentbolt.execution.base import ExecutionStrategy, RunnersFailedError, RunnerSpec, run_supervised
+from agentbolt.execution.base import (
+    ExecutionStrategy,
+    RunnersFailedError,
+    RunnerSpec,
+    run_supervised,
+)
 from agentbolt.runner.runner import RunnerStats
 from agentbolt.store.base import Store
+
+if TYPE_CHECKING:
+    from agentbolt.gateway.gateway import Gateway
+    from agentbolt.gateway.spec import GatewaySpec
 
 __all__ = ["InProcessStrategy"]
 
@@ -47,37 +64,76 @@ class InProcessStrategy(ExecutionStrategy):
         *,
         n_runners: int,
         store: Store | str | None,
+        gateway: GatewaySpec | Gateway | None = None,
     ) -> T:
         from agentbolt.tracing.tracer import Tracer
 
         store_obj, owned = _local_store(store)
         await store_obj.start()
-        tracer = Tracer(store_obj)
-        tracer.start()
-        stop = asyncio.Event()
-        prefix = uuid.uuid4().hex[:6]
-        tasks = [
-            asyncio.create_task(
-                runners.build(store_obj, worker_id=f"inproc-{prefix}-{i}", tracer=tracer).run(stop=stop),
-                name=f"agentbolt-runner-{i}",
-            )
-            for i in range(n_runners)
-        ]
-        interrupted = False
         try:
-            return await run_supervised(main(store_obj), _watch(tasks))
-        except asyncio.CancelledError:
-            interrupted = True
-            raise
+            async with _served(store_obj, gateway) as runner_store:
+                tracer = Tracer(runner_store)
+                tracer.start()
+                stop = asyncio.Event()
+                prefix = uuid.uuid4().hex[:6]
+                tasks = [
+                    asyncio.create_task(
+                        runners.build(runner_store, worker_id=f"inproc-{prefix}-{i}", tracer=tracer).run(stop=stop),
+                        name=f"agentbolt-runner-{i}",
+                    )
+                    for i in range(n_runners)
+                ]
+                interrupted = False
+                try:
+                    return await run_supervised(main(store_obj), _watch(tasks))
+                except asyncio.CancelledError:
+                    interrupted = True
+                    raise
+                finally:
+                    if interrupted:  # Ctrl-C: stop running attempts now (they are reported retryable)
+                        for task in tasks:
+                            task.cancel()
+                    stop.set()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+                    await tracer.aclose()
         finally:
-            if interrupted:  # Ctrl-C: stop running attempts now (they are reported retryable)
-                for task in tasks:
-                    task.cancel()
-            stop.set()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await tracer.aclose()
             if owned:
                 await store_obj.close()
+
+
+@contextlib.asynccontextmanager
+async def _served(store: Store, gateway: GatewaySpec | Gateway | None) -> AsyncIterator[Store]:
+    """The store runners use: ``store`` itself, or — with a gateway — an HttpStore to a
+    server of ``store`` + gateway in a background thread (stopped after the runners)."""
+    if gateway is None:
+        yield store
+        return
+    from agentbolt.gateway.gateway import Gateway
+    from agentbolt.gateway.spec import as_gateway_spec
+    from agentbolt.server.testing import serve_in_thread
+    from agentbolt.store.http import HttpStore
+
+    if isinstance(store, HttpStore):  # a conflict of settings, as for the process strategies
+        raise ValueError(  # noqa: TRY004
+            f"the store is the running server at {store.base_url}, so there is no server here to put the gateway "
+            "in: start that server with the engine (`agentbolt server --engine ...`) and leave gateway= out"
+        )
+    if not isinstance(gateway, Gateway):
+        spec = as_gateway_spec(gateway)
+        log.info("starting the gateway: %s", spec.engine.describe())
+        gateway = await asyncio.to_thread(spec.build)  # a local model loads here
+    token = secrets.token_urlsafe(24)
+    with contextlib.ExitStack() as stack:
+        # entering and leaving wait for the server thread: off the event loop
+        url = await asyncio.to_thread(stack.enter_context, serve_in_thread(store, admin_token=token, gateway=gateway))
+        log.info("agentbolt server with the gateway on %s (in a thread of this process)", url)
+        runner_store = HttpStore(url, token=token)
+        try:
+            await runner_store.start()
+            yield runner_store
+        finally:
+            await runner_store.close()
+            await asyncio.to_thread(stack.close)
 
 
 async def _watch(tasks: list[asyncio.Task[RunnerStats]]) -> Any:

@@ -19,13 +19,23 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from agentbolt.execution.base import ExecutionStrategy, RunnersFailedError, RunnerSpec, run_supervised
+from agentbolt.execution.base import (
+    ExecutionStrategy,
+    RunnersFailedError,
+    RunnerSpec,
+    process_gateway,
+    run_supervised,
+)
 from agentbolt.execution.children import ChildProcess, check_transferable, start_runner
 from agentbolt.execution.recovery import release_attempts_of
 from agentbolt.execution.server import ServerHandle, open_server
 from agentbolt.store.base import Store
+
+if TYPE_CHECKING:
+    from agentbolt.gateway.gateway import Gateway
+    from agentbolt.gateway.spec import GatewaySpec
 
 __all__ = ["MultiProcessStrategy"]
 
@@ -79,11 +89,13 @@ class MultiProcessStrategy(ExecutionStrategy):
         *,
         n_runners: int,
         store: Store | str | None,
+        gateway: GatewaySpec | Gateway | None = None,
     ) -> T:
         from agentbolt.store.http import HttpStore
 
         check_transferable(runners)
-        self.server = server = await open_server(store, run_dir=self.run_dir, log_level=self.log_level)
+        spec = process_gateway(gateway, self.name)
+        self.server = server = await open_server(store, run_dir=self.run_dir, log_level=self.log_level, gateway=spec)
         algo_store = HttpStore(server.url, token=server.token)
         interrupted = False
         try:

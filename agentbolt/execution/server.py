@@ -10,9 +10,18 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agentbolt.execution.children import ChildProcess, free_port, start_server, wait_until_serving
+from agentbolt.execution.children import (
+    ChildProcess,
+    free_port,
+    start_server,
+    wait_until_serving,
+)
 from agentbolt.store.base import Store
+
+if TYPE_CHECKING:
+    from agentbolt.gateway.spec import GatewaySpec
 
 __all__ = ["ServerHandle", "default_run_dir", "open_server"]
 
@@ -46,16 +55,23 @@ async def open_server(
     port: int | None = None,
     admin_token: str | None = None,
     log_level: str = "warning",
+    gateway: GatewaySpec | None = None,
 ) -> ServerHandle:
     """Connect to the server ``store`` names (an ``http://`` URL or an HttpStore), or
-    start one serving the SQLite store it names — or a new one in ``run_dir``."""
+    start one serving the SQLite store it names — or a new one in ``run_dir`` — with
+    ``gateway`` mounted when given."""
     from agentbolt.store.http import HttpStore
     from agentbolt.store.memory import MemoryStore
 
-    if isinstance(store, HttpStore):
-        return ServerHandle(store.base_url, store.token or admin_token)
-    if isinstance(store, str) and store.startswith(("http://", "https://")):
-        return ServerHandle(store.rstrip("/"), admin_token)
+    if isinstance(store, HttpStore) or (isinstance(store, str) and store.startswith(("http://", "https://"))):
+        url = store.base_url if isinstance(store, HttpStore) else store.rstrip("/")
+        if gateway is not None:
+            raise ValueError(
+                f"the store is the running server at {url}, so the trainer starts no server to put the gateway in: "
+                "start that server with the engine (`agentbolt server --engine ...`) and leave gateway= out, or "
+                "let the trainer start the server (store=None or 'sqlite:///path.db')"
+            )
+        return ServerHandle(url, (store.token if isinstance(store, HttpStore) else None) or admin_token)
     if isinstance(store, MemoryStore) or store in ("memory", "memory:", "memory://"):
         raise TypeError(
             "a MemoryStore lives inside one process, so runner processes cannot share it: leave store=None "
@@ -65,15 +81,18 @@ async def open_server(
     store_url = _sqlite_url(store, run_dir)
     port = port or free_port()
     token = admin_token or secrets.token_urlsafe(24)
-    child = start_server(store_url, host=host, port=port, admin_token=token, log_level=log_level)
+    child = start_server(store_url, host=host, port=port, admin_token=token, log_level=log_level, gateway=gateway)
     connect_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     url = f"http://{connect_host}:{port}"
+    # a local model loads (and SmolLM2 is converted, the first time) before the server listens
+    startup = 600.0 if gateway is not None and gateway.engine.kind == "transformers" else 60.0
     try:
-        await wait_until_serving(child, url)
+        await wait_until_serving(child, url, timeout=startup)
     except BaseException:
         await child.stop(timeout=5.0)
         raise
-    log.info("agentbolt server on %s (store %s, pid %s)", url, store_url, child.pid)
+    log.info("agentbolt server on %s (store %s, pid %s)%s", url, store_url, child.pid,
+             f" with the gateway to the {gateway.engine.describe()}" if gateway is not None else "")
     return ServerHandle(url, token, child, store_url)
 
 

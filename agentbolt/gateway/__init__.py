@@ -13,7 +13,9 @@ Quick start::
     #   OPENAI_BASE_URL = rollout_base_url(server_url, rollout_id, attempt_id)
     #   OPENAI_API_KEY  = the attempt's scoped token (Claim.token)
 
-See ``docs/gateway.md``.
+In another process (the server the trainer starts, ``agentbolt server --engine ...``) a
+gateway is described by a :class:`GatewaySpec` (engine kind, URL or model path, settings)
+and built there. See ``docs/gateway.md``.
 """
 
 from agentbolt.gateway.config import GatewayConfig
@@ -21,13 +23,16 @@ from agentbolt.gateway.engine import Engine, EngineError
 from agentbolt.gateway.engine_app import engine_app
 from agentbolt.gateway.gateway import Gateway, GatewayPausedError, rollout_base_url
 from agentbolt.gateway.http_engines import OpenAIEngine, VLLMEngine
+from agentbolt.gateway.spec import EngineSpec, GatewaySpec
 
 __all__ = [
     "Engine",
     "EngineError",
+    "EngineSpec",
     "Gateway",
     "GatewayConfig",
     "GatewayPausedError",
+    "GatewaySpec",
     "OpenAIEngine",
     "VLLMEngine",
     "engine_app",

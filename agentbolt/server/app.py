@@ -38,8 +38,9 @@ from agentbolt.store.base import Store
 
 if TYPE_CHECKING:
     from agentbolt.gateway.gateway import Gateway
+    from agentbolt.gateway.spec import GatewaySpec
 
-__all__ = ["create_app", "run_server", "DEFAULT_MAX_BODY_BYTES", "BodyTooLargeError"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "BodyTooLargeError", "create_app", "run_server"]
 
 logger = logging.getLogger("agentbolt.server")
 
@@ -250,7 +251,9 @@ def create_app(
     )
     app.state.agentbolt = ctx
     if gateway is not None:
-        from agentbolt.gateway.routes import gateway_router  # here: the gateway imports server.auth
+        from agentbolt.gateway.routes import (
+            gateway_router,  # here: the gateway imports server.auth
+        )
 
         gateway.bind(store)
         app.state.gateway = gateway
@@ -301,11 +304,14 @@ def run_server(
     admin_token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     log_level: str = "info",
+    gateway: GatewaySpec | Gateway | None = None,
 ) -> None:
     """Serve the store at ``store_url`` on ``host:port`` until interrupted (blocks).
 
     Without ``admin_token`` anyone who can reach the port drives the store, so the server
-    then refuses to listen anywhere but loopback.
+    then refuses to listen anywhere but loopback. ``gateway`` — mount a model gateway:
+    a :class:`~agentbolt.gateway.GatewaySpec` is built here, before the server listens
+    (a local model is loaded first), so a process can be told which engine to serve.
     """
     import uvicorn
 
@@ -317,7 +323,13 @@ def run_server(
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if admin_token is None:
         logger.warning("no admin token: the API is unauthenticated; anyone on this machine can use %s:%d", host, port)
-    app = create_app(open_store(store_url), admin_token=admin_token, max_body_bytes=max_body_bytes)
+    if gateway is not None:
+        from agentbolt.gateway.spec import GatewaySpec
+
+        if isinstance(gateway, GatewaySpec):  # built here, in the server's process
+            logger.info("starting the gateway: %s", gateway.engine.describe())
+            gateway = gateway.build()
+    app = create_app(open_store(store_url), admin_token=admin_token, max_body_bytes=max_body_bytes, gateway=gateway)
     config = uvicorn.Config(
         app,
         host=host,

@@ -1,0 +1,166 @@
+"""Gateways described as data: which engine, with what settings — built where they run.
+
+A :class:`Gateway` holds open connections or a loaded model, so it cannot be sent to
+another process. A :class:`GatewaySpec` can (it is plain pydantic data): the trainer
+hands one to the server process it starts, and ``agentbolt server --engine ...`` makes
+one from its options. ``spec.build()`` then makes the engine and the gateway there.
+
+::
+
+    spec = GatewaySpec(
+        engine=EngineSpec(kind="vllm", url="http://127.0.0.1:8000/v1", model="Qwen/Qwen2.5-1.5B-Instruct"),
+        config=GatewayConfig(sampling={"train": {"temperature": 1.0}, "val": {"temperature": 0.0}}),
+    )
+    Trainer(..., strategy="multiprocess", gateway=spec)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentbolt.gateway.config import GatewayConfig
+
+if TYPE_CHECKING:
+    from agentbolt.gateway.engine import Engine
+    from agentbolt.gateway.gateway import Gateway
+
+__all__ = ["SMOLLM2", "EngineSpec", "GatewaySpec", "as_gateway_spec"]
+
+SMOLLM2 = "smollm2"
+"""``EngineSpec(kind="transformers", path="smollm2")``: the offline SmolLM2-135M-Instruct
+(:func:`agentbolt.models.smollm2`, converted once and cached)."""
+
+EngineKind = Literal["openai", "vllm", "transformers"]
+
+
+class EngineSpec(BaseModel):
+    """Which engine the gateway forwards to, and its settings.
+
+    * ``kind="openai"`` — any OpenAI-compatible server at ``url`` (no token ids);
+      ``kind="vllm"`` — vLLM's OpenAI server at ``url`` (token ids and logprobs).
+      ``url`` is the base URL with ``/v1``; a list makes several replicas. ``model``
+      replaces whatever model name the program sends; ``api_key`` is sent as a bearer
+      token; ``timeout`` is per call (s).
+    * ``kind="transformers"`` — agentbolt's in-process engine over the Hugging Face model
+      directory ``path`` (or ``"smollm2"``: the offline SmolLM2-135M-Instruct), with
+      ``max_batch_size``, ``batch_window_ms``, ``num_threads``, ``device`` (``"cpu"``,
+      ``"cuda"``) and ``max_tokens`` (when a request sets none). Needs torch and
+      transformers (``pip install 'agentbolt[torch]'``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: EngineKind
+    url: str | list[str] | None = None
+    model: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    timeout: float = Field(default=300.0, gt=0)
+    path: str | None = None
+    max_batch_size: int = Field(default=8, ge=1)
+    batch_window_ms: float = Field(default=5.0, ge=0)
+    num_threads: int | None = Field(default=None, ge=1)
+    device: str = "cpu"
+    max_tokens: int = Field(default=512, ge=1)
+
+    @model_validator(mode="after")
+    def _complete(self) -> EngineSpec:
+        if self.kind in ("openai", "vllm"):
+            if not self.url:
+                raise ValueError(
+                    f"a {self.kind} engine needs the URL of its server, e.g. url='http://127.0.0.1:8000/v1' "
+                    "(--engine-url on the command line)"
+                )
+            if self.path is not None:
+                raise ValueError(f"path is for the transformers engine; a {self.kind} engine takes url= (and model=)")
+        elif not self.path:
+            raise ValueError(
+                "the transformers engine needs a model: path='/dir/of/a/hf/model' or path='smollm2' "
+                "(--model-path on the command line)"
+            )
+        return self
+
+    def build(self) -> Engine:
+        """Make the engine (for ``transformers``: load the model — seconds to minutes).
+
+        Raises :class:`agentbolt.models.MissingModelError` when torch, transformers or
+        the SmolLM2 package is missing, saying what to install.
+        """
+        if self.kind in ("openai", "vllm"):
+            from agentbolt.gateway.http_engines import OpenAIEngine, VLLMEngine
+
+            cls = VLLMEngine if self.kind == "vllm" else OpenAIEngine
+            assert self.url is not None
+            return cls(self.url, api_key=self.api_key, model=self.model, timeout=self.timeout)
+        return self._transformers()
+
+    def _transformers(self) -> Engine:
+        from agentbolt.models import MissingModelError
+
+        missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise MissingModelError(
+                f"the transformers engine needs {' and '.join(missing)}: run `pip install torch` "
+                "(the CPU build: `pip install torch --index-url https://download.pytorch.org/whl/cpu`) and "
+                "`pip install 'agentbolt[torch]'`; or use an engine server instead (kind='vllm' or 'openai' with a url)"
+            )
+        from agentbolt.gateway.transformers_engine import TransformersEngine
+
+        assert self.path is not None
+        if self.path == SMOLLM2:
+            from agentbolt.models import smollm2
+
+            path = str(smollm2())
+            name = self.model or "SmolLM2-135M-Instruct"
+        else:
+            path, name = self.path, self.model
+        kwargs = {"model_name": name} if name else {}
+        try:
+            return TransformersEngine.from_pretrained(
+                path,
+                max_batch_size=self.max_batch_size,
+                batch_window_ms=self.batch_window_ms,
+                num_threads=self.num_threads,
+                device=self.device,
+                default_max_tokens=self.max_tokens,
+                **kwargs,
+            )
+        except OSError as err:  # what transformers raises for a missing or incomplete model
+            raise MissingModelError(
+                f"cannot load the model at {path!r} ({err}): give a directory saved with save_pretrained "
+                f"(config.json, weights, tokenizer) or '{SMOLLM2}'"
+            ) from err
+
+    def describe(self) -> str:
+        """One line for logs: the kind and where it points (never the API key)."""
+        where = self.path if self.kind == "transformers" else self.url
+        return f"{self.kind} engine ({where})" + (f", model {self.model}" if self.model else "")
+
+
+class GatewaySpec(BaseModel):
+    """A gateway to build where it runs: an engine and the gateway's settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: EngineSpec
+    config: GatewayConfig = Field(default_factory=GatewayConfig)
+
+    def build(self) -> Gateway:
+        """Make the engine and the gateway in front of it (mount it with ``create_app``)."""
+        from agentbolt.gateway.gateway import Gateway
+
+        return Gateway(self.engine.build(), self.config.model_copy(deep=True))
+
+
+def as_gateway_spec(value: GatewaySpec | EngineSpec) -> GatewaySpec:
+    """A :class:`GatewaySpec` from either spec (an engine alone gets the default settings)."""
+    if isinstance(value, GatewaySpec):
+        return value
+    if isinstance(value, EngineSpec):
+        return GatewaySpec(engine=value)
+    raise TypeError(
+        f"expected a GatewaySpec or an EngineSpec, got {type(value).__name__}: describe the engine, e.g. "
+        "EngineSpec(kind='vllm', url='http://127.0.0.1:8000/v1')"
+    )
