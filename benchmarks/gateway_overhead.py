@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from canned_answer import CHAT_ANSWER, MODEL  # benchmarks/ is on sys.path when run as a script
 
 TARGET_ADDED_P50_MS = 1.0
 TARGET_RPS = 1000.0
 ADMIN = "bench-admin"
-MODEL = "bench-model"
 BODY = json.dumps(
     {
         "model": MODEL,
@@ -55,37 +55,11 @@ BODY = json.dumps(
 )
 
 # ----------------------------------------------------------------------------- fake engine
-_PROMPT_IDS = list(range(100, 160))
-_ANSWER_IDS = list(range(200, 216))
-_ANSWER = json.dumps(
-    {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion",
-        "created": 0,
-        "model": MODEL,
-        "prompt_token_ids": _PROMPT_IDS,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "the answer is 42, as computed"},
-                "finish_reason": "stop",
-                "token_ids": _ANSWER_IDS,
-                "logprobs": {
-                    "content": [
-                        {"token": f"t{i}", "logprob": -0.01 * (i + 1), "bytes": None, "top_logprobs": []}
-                        for i in range(len(_ANSWER_IDS))
-                    ]
-                },
-            }
-        ],
-        "usage": {"prompt_tokens": len(_PROMPT_IDS), "completion_tokens": len(_ANSWER_IDS), "total_tokens": 76},
-    }
-).encode()
 _RESPONSE = (
     b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-    + str(len(_ANSWER)).encode()
+    + str(len(CHAT_ANSWER)).encode()
     + b"\r\n\r\n"
-    + _ANSWER
+    + CHAT_ANSWER
 )
 
 

@@ -34,37 +34,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from canned_answer import CHAT_ANSWER, MODEL  # benchmarks/ is on sys.path when run as a script
+
 CALLS_PER_ROLLOUT = 5
 TARGET_MS = 5.0
-MODEL = "bench-model"
 
 # ----------------------------------------------------------------------------- the server
-_PROMPT_IDS = list(range(100, 160))
-_ANSWER_IDS = list(range(200, 216))
-_ANSWER = json.dumps(
-    {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion",
-        "created": 0,
-        "model": MODEL,
-        "prompt_token_ids": _PROMPT_IDS,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "the answer is 42, as computed"},
-                "finish_reason": "stop",
-                "token_ids": _ANSWER_IDS,
-                "logprobs": {
-                    "content": [
-                        {"token": f"t{i}", "logprob": -0.01 * (i + 1), "bytes": None, "top_logprobs": []}
-                        for i in range(len(_ANSWER_IDS))
-                    ]
-                },
-            }
-        ],
-        "usage": {"prompt_tokens": len(_PROMPT_IDS), "completion_tokens": len(_ANSWER_IDS), "total_tokens": 76},
-    }
-).encode()
 
 
 async def _server_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -74,7 +49,7 @@ async def _server_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while (await receive()).get("more_body"):
         pass
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": _ANSWER})
+    await send({"type": "http.response.body", "body": CHAT_ANSWER})
 
 
 def serve(port: int) -> None:

@@ -154,7 +154,7 @@ def run_peer(backend: str, concurrency: int, rollouts: int) -> float | None:
     ]
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
     except subprocess.TimeoutExpired:
         console.print(f"[yellow]peer {backend}/{concurrency} timed out[/]")
         return None
