@@ -10,8 +10,6 @@ import base64
 import gzip
 import json
 import time
-import zlib
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -24,209 +22,28 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace import TracerProvider
+from otlp_requests import (  # tests/server/otlp_requests.py
+    ATTRIBUTED,
+    JSON,
+    PROTOBUF,
+    agent_spans,
+    by_name,
+    json_request,
+    otlp_json_body,
+    protobuf_body,
+    record,
+    span_request,
+)
 
 from agentbolt import semconv
 from agentbolt.server.otlp import (
-    MAX_VALUE_DEPTH,
     OtlpDecodeError,
     UnsupportedMediaTypeError,
     decode_otlp_traces,
     encode_otlp_response,
 )
-from agentbolt.types import Span, SpanStatus
-
-PROTOBUF = "application/x-protobuf"
-JSON = "application/json"
-ATTRIBUTED = {semconv.ROLLOUT_ID: "ro-1", semconv.ATTEMPT_ID: "at-1"}
-
-
-# ---------------------------------------------------------------------------- helpers
-def record(resource: dict[str, Any] | None = None, *, scope: str = "my.agent") -> tuple[Any, InMemorySpanExporter]:
-    """A real SDK tracer whose finished spans land in an in-memory exporter."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create(resource if resource is not None else ATTRIBUTED))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider.get_tracer(scope, "1.2.3"), exporter
-
-
-def agent_spans() -> Sequence[ReadableSpan]:
-    """A small agent trace: a server span with a client child carrying every kind of
-    attribute value, events and an error status."""
-    tracer, exporter = record({**ATTRIBUTED, "service.name": "my-agent", "deployment.tier": 3})
-    with tracer.start_as_current_span("agent.run", kind=SpanKind.SERVER, attributes={"task": "t-7"}):
-        with tracer.start_as_current_span("chat gpt-4o", kind=SpanKind.CLIENT) as child:
-            child.set_attributes(
-                {
-                    "gen_ai.request.model": "gpt-4o",
-                    "gen_ai.usage.input_tokens": 12,
-                    "gen_ai.request.temperature": 0.7,
-                    "streaming": False,
-                    "token_ids": [1, 2, 3],
-                    "logprobs": [-0.5, -1.25],
-                    "stop": ["\n", "END"],
-                    "flags": [True, False],
-                }
-            )
-            child.add_event("first token", {"latency_ms": 31, "note": "fast"})
-            child.add_event("done")
-            child.set_status(Status(StatusCode.ERROR, "rate limited"))
-    return exporter.get_finished_spans()
-
-
-def protobuf_body(spans: Sequence[ReadableSpan]) -> bytes:
-    return encode_spans(spans).SerializeToString()
-
-
-def any_value_json(value: Any) -> dict[str, Any]:
-    """OTLP/JSON AnyValue, written by hand per the OTLP specification."""
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}  # int64 → decimal string
-    if isinstance(value, float):
-        return {"doubleValue": value}
-    if isinstance(value, str):
-        return {"stringValue": value}
-    if isinstance(value, (list, tuple)):
-        return {"arrayValue": {"values": [any_value_json(v) for v in value]}}
-    raise TypeError(value)
-
-
-def attributes_json(attributes: Any) -> list[dict[str, Any]]:
-    return [{"key": k, "value": any_value_json(v)} for k, v in attributes.items()]
-
-
-def otlp_json_body(spans: Sequence[ReadableSpan]) -> bytes:
-    """The OTLP/JSON encoding of SDK spans, written from the spec: hex ids, int64 as
-    strings, enums as integers, camelCase keys. All spans share one resource and scope."""
-    first = spans[0]
-    doc = {
-        "resourceSpans": [
-            {
-                "resource": {"attributes": attributes_json(first.resource.attributes)},
-                "scopeSpans": [
-                    {
-                        "scope": {
-                            "name": first.instrumentation_scope.name,
-                            "version": first.instrumentation_scope.version,
-                        },
-                        "spans": [
-                            {
-                                "traceId": format(s.context.trace_id, "032x"),
-                                "spanId": format(s.context.span_id, "016x"),
-                                "parentSpanId": format(s.parent.span_id, "016x") if s.parent else "",
-                                "name": s.name,
-                                "kind": s.kind.value + 1,  # SDK SpanKind.INTERNAL is 0, OTLP's is 1
-                                "startTimeUnixNano": str(s.start_time),
-                                "endTimeUnixNano": str(s.end_time),
-                                "attributes": attributes_json(s.attributes),
-                                "events": [
-                                    {
-                                        "timeUnixNano": str(e.timestamp),
-                                        "name": e.name,
-                                        "attributes": attributes_json(e.attributes),
-                                    }
-                                    for e in s.events
-                                ],
-                                "status": {"code": s.status.status_code.value, "message": s.status.description or ""},
-                            }
-                            for s in spans
-                        ],
-                    }
-                ],
-            }
-        ]
-    }
-    return json.dumps(doc).encode()
-
-
-def span_request(*, attributes: dict[str, Any] | None = None, resource: dict[str, Any] | None = None) -> bytes:
-    """A one-span protobuf request with the given span and resource attributes."""
-    tracer, exporter = record(resource or {})
-    with tracer.start_as_current_span("step", attributes=attributes or {}):
-        pass
-    return protobuf_body(exporter.get_finished_spans())
-
-
-def by_name(spans: list[Span]) -> dict[str, Span]:
-    return {s.name: s for s in spans}
-
-
-def proto_field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field, encoded by hand."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def request_with_attribute(key: str, value_bytes: bytes) -> bytes:
-    """A protobuf request with one attributed span whose attribute ``key`` holds the
-    already-serialized AnyValue ``value_bytes`` (which the protobuf library may refuse to
-    build itself, e.g. when nested thousands deep)."""
-    span = PbSpan(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="deep")
-    for k, v in ATTRIBUTED.items():
-        span.attributes.add(key=k, value=AnyValue(string_value=v))
-    span_bytes = span.SerializeToString() + proto_field(9, proto_field(1, key.encode()) + proto_field(2, value_bytes))
-    return proto_field(1, proto_field(2, proto_field(2, span_bytes)))  # request → resourceSpans → scopeSpans → span
-
-
-def nested_kvlist_protobuf(depth: int) -> bytes:
-    """An AnyValue that is ``depth`` kvlists inside each other, built from the inside out
-    without recursion."""
-    value = AnyValue(string_value="bottom").SerializeToString()
-    headers: list[bytes] = []
-    size = len(value)
-    for _ in range(depth):
-        key_value = proto_field(1, b"k")
-        kv_header = key_value + _varint(2 << 3 | 2) + _varint(size)  # KeyValue{key, value=...}
-        kv_size = len(kv_header) + size
-        list_header = _varint(1 << 3 | 2) + _varint(kv_size)  # KeyValueList{values=[...]}
-        list_size = len(list_header) + kv_size
-        any_header = _varint(6 << 3 | 2) + _varint(list_size)  # AnyValue{kvlist_value=...}
-        headers.append(any_header + list_header + kv_header)
-        size = len(headers[-1]) + size
-    return b"".join(reversed(headers)) + value
-
-
-def nested_array_json(depth: int) -> dict[str, Any]:
-    value: dict[str, Any] = {"stringValue": "bottom"}
-    for _ in range(depth):
-        value = {"arrayValue": {"values": [value]}}
-    return value
-
-
-def json_request(attributes: list[dict[str, Any]]) -> bytes:
-    return json.dumps(
-        {
-            "resourceSpans": [
-                {
-                    "scopeSpans": [
-                        {
-                            "spans": [
-                                {
-                                    "traceId": "0af7651916cd43dd8448eb211c80319c",
-                                    "spanId": "b7ad6b7169203331",
-                                    "name": "x",
-                                    "attributes": attributes_json(ATTRIBUTED) + attributes,
-                                }
-                            ]
-                        }
-                    ]
-                }
-            ]
-        }
-    ).encode()
+from agentbolt.types import SpanStatus
 
 
 # ---------------------------------------------------------------------------- protobuf
@@ -446,137 +263,6 @@ def test_half_attributed_span_is_rejected() -> None:
 def test_malformed_attribution_is_rejected(attributes: dict[str, Any], problem: str) -> None:
     with pytest.raises(OtlpDecodeError, match=problem):
         decode_otlp_traces(span_request(attributes=attributes), PROTOBUF, None)
-
-
-# ---------------------------------------------------------------------------- bad requests
-def test_garbage_protobuf_is_a_decode_error() -> None:
-    with pytest.raises(OtlpDecodeError, match="not a valid protobuf ExportTraceServiceRequest"):
-        decode_otlp_traces(b"\x0a\x05abc", PROTOBUF, None)  # a field longer than the body
-    with pytest.raises(OtlpDecodeError, match="not a valid protobuf"):
-        decode_otlp_traces(b'{"resourceSpans": []}', PROTOBUF, None)  # JSON sent as protobuf
-
-
-def test_invalid_json_is_a_decode_error() -> None:
-    with pytest.raises(OtlpDecodeError, match="not valid JSON"):
-        decode_otlp_traces(b'{"resourceSpans": [', JSON, None)
-    with pytest.raises(OtlpDecodeError, match=r"resourceSpans\[0\]\.scopeSpans must be a JSON array"):
-        decode_otlp_traces(b'{"resourceSpans": [{"scopeSpans": 3}]}', JSON, None)
-
-
-def test_invalid_utf8_is_a_decode_error() -> None:
-    with pytest.raises(OtlpDecodeError, match="not valid UTF-8"):
-        decode_otlp_traces(b'{"resourceSpans": [], "x": "\xff\xfe"}', JSON, None)
-    request = request_with_attribute("k", AnyValue(string_value="v").SerializeToString())
-    bad_name = request.replace(b"deep", b"\xff\xfe\xfd\xfc")  # the span name, same length
-    with pytest.raises(OtlpDecodeError, match="UTF-8"):
-        decode_otlp_traces(bad_name, PROTOBUF, None)
-
-
-@pytest.mark.parametrize("depth", [MAX_VALUE_DEPTH + 8, 10_000])
-def test_deeply_nested_kvlist_protobuf_is_a_clean_decode_error(depth: int) -> None:
-    body = request_with_attribute("deep", nested_kvlist_protobuf(depth))
-    with pytest.raises(OtlpDecodeError):
-        decode_otlp_traces(body, PROTOBUF, None)
-
-
-def test_nesting_up_to_the_limit_is_accepted_in_both_encodings() -> None:
-    value = {"stringValue": "bottom"}
-    for _ in range(MAX_VALUE_DEPTH):
-        value = {"kvlistValue": {"values": [{"key": "k", "value": value}]}}
-    (from_json,) = decode_otlp_traces(json_request([{"key": "deep", "value": value}]), JSON, None)
-    (from_protobuf,) = decode_otlp_traces(
-        request_with_attribute("deep", nested_kvlist_protobuf(MAX_VALUE_DEPTH)), PROTOBUF, None
-    )
-    for span in (from_json, from_protobuf):
-        inner = span.attributes["deep"]
-        for _ in range(MAX_VALUE_DEPTH - 1):
-            inner = inner["k"]
-        assert inner == {"k": "bottom"}
-
-
-def test_nesting_past_the_limit_says_so() -> None:
-    body = json_request([{"key": "deep", "value": nested_array_json(MAX_VALUE_DEPTH + 1)}])
-    with pytest.raises(OtlpDecodeError, match=f"nested more than {MAX_VALUE_DEPTH} levels"):
-        decode_otlp_traces(body, JSON, None)
-    array = AnyValue()
-    inner = array
-    for _ in range(MAX_VALUE_DEPTH + 1):
-        inner = inner.array_value.values.add()
-    inner.string_value = "bottom"
-    with pytest.raises(OtlpDecodeError, match=f"nested more than {MAX_VALUE_DEPTH} levels"):
-        decode_otlp_traces(request_with_attribute("deep", array.SerializeToString()), PROTOBUF, None)
-
-
-def test_deeply_nested_kvlist_json_is_a_clean_decode_error() -> None:
-    depth = 10_000
-    open_ = '{"kvlistValue": {"values": [{"key": "k", "value": ' * depth
-    close = "}]}}" * depth
-    value = json.loads(json_request([{"key": "deep", "value": {"stringValue": "PLACEHOLDER"}}]))
-    text = json.dumps(value).replace('{"stringValue": "PLACEHOLDER"}', open_ + '{"stringValue": "x"}' + close)
-    with pytest.raises(OtlpDecodeError):
-        decode_otlp_traces(text.encode(), JSON, None)
-
-
-def test_gzip_bomb_is_refused_without_inflating_it() -> None:
-    compressor = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # level 1: fastest to build
-    zeros = bytes(2**20)
-    bomb = b"".join(compressor.compress(zeros) for _ in range(80)) + compressor.flush()  # 80 MiB of zeros
-    assert len(bomb) < 1_000_000
-    with pytest.raises(OtlpDecodeError, match="more than the limit"):
-        decode_otlp_traces(bomb, PROTOBUF, "gzip")
-    with pytest.raises(OtlpDecodeError, match="more than the limit of 1000 bytes"):
-        decode_otlp_traces(gzip.compress(bytes(5000)), PROTOBUF, "gzip", max_decompressed_bytes=1000)
-
-
-def test_broken_gzip_is_a_decode_error() -> None:
-    with pytest.raises(OtlpDecodeError, match="not valid gzip"):
-        decode_otlp_traces(b"plainly not gzip", PROTOBUF, "gzip")
-    with pytest.raises(OtlpDecodeError, match="truncated"):
-        decode_otlp_traces(gzip.compress(b"\x00" * 100)[:-10], PROTOBUF, "gzip")
-
-
-def test_oversized_identity_body_is_refused() -> None:
-    with pytest.raises(OtlpDecodeError, match="more than the limit of 10"):
-        decode_otlp_traces(bytes(11), PROTOBUF, None, max_decompressed_bytes=10)
-
-
-@pytest.mark.parametrize(
-    ("content_type", "content_encoding"),
-    [("text/plain", None), ("application/xml", None), ("", None), (PROTOBUF, "br"), (JSON, "deflate")],
-)
-def test_unsupported_media_type(content_type: str, content_encoding: str | None) -> None:
-    with pytest.raises(UnsupportedMediaTypeError, match="application/x-protobuf or application/json"):
-        decode_otlp_traces(b"", content_type, content_encoding)
-
-
-IDS = {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331"}
-
-
-@pytest.mark.parametrize(
-    ("span_fields", "problem"),
-    [
-        ({**IDS, "traceId": "abc"}, r"spans\[0\]\.traceId must be 16 bytes"),
-        ({**IDS, "traceId": "zz" * 16}, "traceId must be 16 bytes"),
-        ({**IDS, "spanId": ""}, "spanId is empty"),
-        ({**IDS, "kind": "SPAN_KIND_SIDEWAYS"}, "kind must be one of"),
-        ({**IDS, "startTimeUnixNano": "soon"}, "startTimeUnixNano must be an integer"),
-        ({**IDS, "name": ""}, "invalid span"),
-        ({**IDS, "attributes": [{"key": "b", "value": {"boolValue": "yes"}}]}, "boolValue must be true or false"),
-        ({**IDS, "attributes": [{"key": "b", "value": {"bytesValue": "%%%"}}]}, "bytesValue must be base64"),
-    ],
-)
-def test_malformed_json_span_names_the_problem(span_fields: dict[str, Any], problem: str) -> None:
-    span = {"name": "x", **span_fields}
-    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
-    with pytest.raises(OtlpDecodeError, match=problem):
-        decode_otlp_traces(json.dumps(doc).encode(), JSON, None, default_rollout_id="ro", default_attempt_id="at")
-
-
-def test_wrong_length_protobuf_span_id_is_rejected() -> None:
-    request = ExportTraceServiceRequest()
-    request.resource_spans.add().scope_spans.add().spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 4, name="x")
-    with pytest.raises(OtlpDecodeError, match="spanId must be 8 bytes, got 4"):
-        decode_otlp_traces(request.SerializeToString(), PROTOBUF, None)
 
 
 # ---------------------------------------------------------------------------- response
