@@ -1,0 +1,66 @@
+"""GRPO for multi-call agents: the math core.
+
+* :mod:`.samples` — one rollout's model calls → training samples by exact token prefix.
+* :mod:`.advantages` — rollout-level group advantages; all-equal groups dropped.
+* :mod:`.loss` — PPO-clipped, importance-corrected loss normalised per rollout (torch).
+* :mod:`.staleness` — the maximum policy lag of async training.
+
+``loss`` needs torch and is imported on first use of :func:`grpo_loss`, so the rest
+works without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentbolt.algorithms.grpo.advantages import (
+    Advantages,
+    GroupMember,
+    apply_advantages,
+    compute_advantages,
+    group_advantages,
+)
+from agentbolt.algorithms.grpo.samples import (
+    POLICY_VERSION,
+    RolloutSamples,
+    Sample,
+    build_samples,
+    samples_from_spans,
+)
+from agentbolt.algorithms.grpo.staleness import StalenessSplit, policy_lag, split_stale
+
+if TYPE_CHECKING:
+    from agentbolt.algorithms.grpo.loss import (
+        GRPOLossOutput,
+        grpo_loss,
+        per_rollout_mean,
+    )
+
+__all__ = [
+    "POLICY_VERSION",
+    "Advantages",
+    "GRPOLossOutput",
+    "GroupMember",
+    "RolloutSamples",
+    "Sample",
+    "StalenessSplit",
+    "apply_advantages",
+    "build_samples",
+    "compute_advantages",
+    "group_advantages",
+    "grpo_loss",
+    "per_rollout_mean",
+    "policy_lag",
+    "samples_from_spans",
+    "split_stale",
+]
+
+_TORCH_NAMES = {"GRPOLossOutput", "grpo_loss", "per_rollout_mean"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TORCH_NAMES:
+        from agentbolt.algorithms.grpo import loss
+
+        return getattr(loss, name)
+    raise AttributeError(f"module 'agentbolt.algorithms.grpo' has no attribute {name!r}")

@@ -1,0 +1,45 @@
+"""Maximum policy lag: which samples are too stale to train on.
+
+A token sampled by policy version v and trained at version V has lag V − v. The async
+schedule keeps sampling while it trains, so lag grows; the importance weight corrects a
+small lag (:mod:`.loss`), and ``max_lag`` bounds it. A rollout is the unit: if any of
+its trained tokens lags more than ``max_lag``, all its samples are dropped — keeping
+part of a rollout would change its per-rollout normalisation. Tokens whose version was
+not recorded (an engine that reports none) are trusted as fresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agentbolt.algorithms.grpo.samples import Sample
+
+__all__ = ["StalenessSplit", "policy_lag", "split_stale"]
+
+
+def policy_lag(sample: Sample, current_version: int) -> int | None:
+    """V − (oldest version among the sample's trained tokens); None when not recorded."""
+    oldest = sample.oldest_version
+    return None if oldest is None else current_version - oldest
+
+
+@dataclass(frozen=True, slots=True)
+class StalenessSplit:
+    """The samples kept for training and the rollouts dropped as too stale."""
+
+    fresh: list[Sample]
+    stale_rollouts: list[str]
+    max_lag: int | None
+    """The largest lag among the kept samples (None: no version recorded)."""
+
+
+def split_stale(samples: Sequence[Sample], current_version: int, max_lag: int) -> StalenessSplit:
+    """Keep the samples of rollouts whose every token lags at most ``max_lag`` versions."""
+    if max_lag < 0:
+        raise ValueError(f"max_lag must be >= 0 (0: train only on the current policy's tokens), got {max_lag}")
+    lags = {id(s): policy_lag(s, current_version) for s in samples}
+    stale = {s.rollout_id for s in samples if (lag := lags[id(s)]) is not None and lag > max_lag}
+    fresh = [s for s in samples if s.rollout_id not in stale]
+    kept = [lag for s in fresh if (lag := lags[id(s)]) is not None]
+    return StalenessSplit(fresh, sorted(stale), max(kept) if kept else None)
