@@ -23,6 +23,7 @@ import orjson
 
 from agentbolt.store.base import Store
 from agentbolt.tracing.genai import normalise_model_call
+from agentbolt.tracing.names import LLM_POLICY_VERSION
 from agentbolt.types import Span, SpanEvent, SpanStatus
 
 __all__ = [
@@ -39,7 +40,7 @@ __all__ = [
 
 logger = logging.getLogger("agentbolt.gateway")
 
-POLICY_VERSION = "agentbolt.llm.policy_version"
+POLICY_VERSION = LLM_POLICY_VERSION
 ENGINE = "agentbolt.llm.engine"
 ENGINE_REPLICA = "agentbolt.llm.engine_replica"
 LATENCY_MS = "agentbolt.llm.latency_ms"

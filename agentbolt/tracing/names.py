@@ -84,6 +84,8 @@ LLM_PROMPT_TOKEN_IDS = "agentbolt.llm.prompt_token_ids"
 LLM_RESPONSE_TOKEN_IDS = "agentbolt.llm.response_token_ids"
 LLM_RESPONSE_LOGPROBS = "agentbolt.llm.response_logprobs"
 LLM_TOKEN_IDS_SOURCE = "agentbolt.llm.token_ids_source"
+LLM_POLICY_VERSION = "agentbolt.llm.policy_version"
+"""Version of the weights that produced the response (written by the gateway)."""
 LLM_WRAPPER = "agentbolt.llm.wrapper"
 """True on a framework's model-call span (e.g. LangChain's) that wraps a client call
 recorded by its own span: the wrapped call is the model call, this one is not."""

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 
 from agentbolt.adapters.calls import ModelCall, extract_model_calls, group_by_attempt
 from agentbolt.adapters.triplets import MissingTokenIdsError
+from agentbolt.tracing.names import LLM_POLICY_VERSION
 from agentbolt.types import Span
 
 __all__ = ["POLICY_VERSION", "RolloutSamples", "Sample", "build_samples", "samples_from_spans"]
 
-POLICY_VERSION = "agentbolt.llm.policy_version"
+POLICY_VERSION = LLM_POLICY_VERSION
 """Span attribute (written by the gateway) with the policy version that answered the call."""
 
 
