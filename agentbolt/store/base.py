@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from agentbolt.store.errors import NotFoundError
 from agentbolt.types import (
     Attempt,
     AttemptStatus,
@@ -254,8 +255,6 @@ class Store(abc.ABC):
             if len(page.items) != len(chunk):
                 known = {r.rollout_id for r in page.items}
                 missing = [r for r in chunk if r not in known]
-                from agentbolt.store.errors import NotFoundError
-
                 raise NotFoundError(f"unknown rollout ids: {', '.join(missing[:10])}")
             found.extend(r for r in page.items if r.status.is_terminal)
         return found

@@ -27,12 +27,16 @@ kept on the attempt record but never change the rollout's outcome.
 from __future__ import annotations
 
 from agentbolt.store.errors import InvalidTransitionError
+from typing import Any
+
 from agentbolt.types import (
     Attempt,
     AttemptStatus,
     ErrorInfo,
     Rollout,
     RolloutStatus,
+    Worker,
+    WorkerStatus,
     new_id,
 )
 
@@ -49,6 +53,7 @@ __all__ = [
     "cancel_rollout",
     "record_reward",
     "is_current",
+    "refresh_worker",
 ]
 
 R = RolloutStatus
@@ -264,3 +269,17 @@ def record_reward(rollout: Rollout, attempt: Attempt, value: float, now: float) 
     if rollout.latest_attempt_id == attempt.attempt_id:
         rollout.reward = value
         rollout.updated_at = now
+
+
+def refresh_worker(
+    worker: Worker, now: float, status: WorkerStatus | None = None, metadata: dict[str, Any] | None = None
+) -> None:
+    """A worker's heartbeat: refresh its time, set its status (a worker that is not busy
+    holds no current rollout) and merge its metadata."""
+    worker.last_heartbeat_time = now
+    if status is not None:
+        worker.status = status
+        if status != WorkerStatus.BUSY:
+            worker.current_rollout_id = worker.current_attempt_id = None
+    if metadata:
+        worker.metadata.update(metadata)

@@ -392,13 +392,7 @@ class MemoryStore(Store):
         with self._lock:
             t = now()
             w = self._workers.get(worker_id) or Worker(worker_id=worker_id, created_at=t)
-            w.last_heartbeat_time = t
-            if status is not None:
-                w.status = status
-                if status != WorkerStatus.BUSY:
-                    w.current_rollout_id = w.current_attempt_id = None
-            if metadata:
-                w.metadata.update(metadata)
+            lifecycle.refresh_worker(w, t, status, metadata)
             self._workers[worker_id] = w
             return w.model_copy(deep=True)
 

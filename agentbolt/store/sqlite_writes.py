@@ -427,13 +427,7 @@ def update_worker(
         w = worker_from_row(row)
     else:
         w = Worker(worker_id=worker_id, created_at=t, last_heartbeat_time=t)
-    w.last_heartbeat_time = t
-    if status is not None:
-        w.status = status
-        if status != WorkerStatus.BUSY:
-            w.current_rollout_id = w.current_attempt_id = None
-    if metadata:
-        w.metadata.update(metadata)
+    lifecycle.refresh_worker(w, t, status, metadata)
     conn.execute(
         f"INSERT OR REPLACE INTO workers ({WORKER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
