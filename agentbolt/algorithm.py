@@ -8,6 +8,10 @@ from agentbolt.algorithms import (
     Evaluate,
     EvaluationResult,
     EvaluationRow,
+    GRPO,
+    GRPOConfig,
+    GRPOResult,
+    LoraSettings,
 )
 
 __all__ = [
@@ -17,4 +21,8 @@ __all__ = [
     "Evaluate",
     "EvaluationResult",
     "EvaluationRow",
+    "GRPO",
+    "GRPOConfig",
+    "GRPOResult",
+    "LoraSettings",
 ]

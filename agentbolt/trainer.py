@@ -135,10 +135,14 @@ class Trainer:
         train = train_dataset if train_dataset is not None else self.train_dataset
         val = val_dataset if val_dataset is not None else self.val_dataset
 
-        async def main(store: Store) -> Any:
+        follow = getattr(self.algorithm, "follow", None)
+        if follow is not None and _is_follower_rank():  # torchrun: ranks > 0 only join the updates
+            return await follow()
+
+        async def main(store: Store, gateway: Any = None) -> Any:
             if self.resources:
                 await store.update_resources(self.resources)
-            ctx = AlgorithmContext(store, train, val, self.rollout_config.model_copy(deep=True))
+            ctx = AlgorithmContext(store, train, val, self.rollout_config.model_copy(deep=True), gateway=gateway)
             result = self.algorithm.run(ctx)
             return await result if inspect.isawaitable(result) else result
 
@@ -207,6 +211,17 @@ def _gateway_of(value: Any) -> GatewaySpec | Gateway | None:
     from agentbolt.gateway.spec import as_gateway_spec
 
     return value if isinstance(value, Gateway) else as_gateway_spec(value)
+
+
+def _is_follower_rank() -> bool:
+    """A data-parallel rank other than 0 (``torchrun``): it trains, rank 0 does the rest."""
+    import sys
+
+    if "torch" not in sys.modules:
+        return False
+    from agentbolt.algorithms.grpo import distributed
+
+    return distributed.is_distributed() and not distributed.is_main()
 
 
 def _refuse_in_child(what: str) -> None:

@@ -7,6 +7,7 @@ are strings. See ``docs/concepts.md`` for the lifecycle and retry semantics.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from enum import StrEnum
@@ -35,6 +36,8 @@ __all__ = [
     "Resources",
     "Worker",
     "StoreStats",
+    "MetricRecord",
+    "MetricValue",
     "Page",
     "new_id",
     "now",
@@ -311,3 +314,55 @@ class Page(_Model, Generic[T]):
 
     items: list[T]
     next_cursor: str | None = None
+
+
+MetricValue = float | int | None
+"""One metric value: a finite number, or None for "no value" (NaN and inf become None)."""
+
+_MAX_METRIC_KEYS = 1000
+_MAX_METRIC_INT = 2**63 - 1
+
+
+class MetricRecord(_Model):
+    """The metrics a training run logged at one step (see ``docs/store.md``, "Training metrics").
+
+    ``(run_id, step)`` is the identity: a second record for the same step is merged into
+    the stored one (new keys added, same keys overwritten), so train and eval numbers of
+    one step may arrive separately. Non-finite floats (NaN, ±inf) are stored as ``None``
+    rather than rejected: a diverging loss is worth seeing as a gap, not a crashed run.
+    Booleans become 0/1.
+    """
+
+    run_id: str = Field(min_length=1, max_length=200)
+    step: int = Field(ge=0, le=_MAX_METRIC_INT)
+    values: dict[str, MetricValue] = Field(default_factory=dict)
+    timestamp: float = Field(default_factory=now, allow_inf_nan=False)
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _clean_values(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            return raw  # pydantic reports the type error
+        if len(raw) > _MAX_METRIC_KEYS:
+            raise ValueError(f"at most {_MAX_METRIC_KEYS} metrics per record, got {len(raw)}: log fewer keys")
+        out: dict[Any, Any] = {}
+        for key, value in raw.items():
+            if not isinstance(key, str) or not 1 <= len(key) <= 200:
+                raise ValueError(f"metric names must be strings of 1 to 200 characters, got {key!r}")
+            out[key] = _metric_value(key, value)
+        return out
+
+
+def _metric_value(key: str, value: Any) -> Any:
+    """Normalise one metric value; anything not a number is left for pydantic to reject."""
+    if value is not None and not isinstance(value, (bool, int, float)):
+        item = getattr(value, "item", None)  # numpy / torch scalars
+        if callable(item):
+            value = item()
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, int) and abs(value) > _MAX_METRIC_INT:
+        raise ValueError(f"metric {key!r} = {value} does not fit in 64 bits: log it as a float")
+    return value

@@ -132,9 +132,43 @@ def extract_model_calls(spans: Iterable[Span]) -> list[ModelCall]:
     out: list[ModelCall] = []
     for group in group_by_attempt(spans):
         names = _AgentNames(group)
-        out.extend(_parse(span, names.of(span)) for span in group if is_model_call(span))
+        out.extend(_without_duplicates([_parse(span, names.of(span)) for span in group if is_model_call(span)]))
     out.sort(key=lambda c: (c.start_time, c.sequence_id if c.sequence_id is not None else 0))
     return out
+
+
+GATEWAY_SCOPE = "agentbolt.gateway"
+"""``otel.scope.name`` of the spans the gateway records."""
+
+
+def _without_duplicates(calls: list[ModelCall]) -> list[ModelCall]:
+    """One call seen twice — by the gateway and by the agent's own instrumented client —
+    is kept once, as the gateway's span (it carries the policy version). A client span
+    is a duplicate when a gateway span of the attempt has the same token ids, or (without
+    ids) the same messages and answer text."""
+    gateway = [c for c in calls if c.attributes.get("otel.scope.name") == GATEWAY_SCOPE]
+    if not gateway or len(gateway) == len(calls):
+        return calls
+    free = [(set(_identities(c)), c) for c in gateway]
+    kept = []
+    for c in calls:
+        if c.attributes.get("otel.scope.name") != GATEWAY_SCOPE:
+            mine = set(_identities(c))
+            twin = next((i for i, (keys, _) in enumerate(free) if keys & mine), None)
+            if twin is not None:
+                free.pop(twin)
+                continue
+        kept.append(c)
+    return kept
+
+
+def _identities(call: ModelCall) -> list[Any]:
+    keys: list[Any] = []
+    if call.prompt_token_ids is not None and call.response_token_ids is not None:
+        keys.append(("ids", tuple(call.prompt_token_ids), tuple(call.response_token_ids)))
+    keys.append(("text", orjson.dumps(call.messages if call.messages is not None else call.prompt,
+                                      option=orjson.OPT_SORT_KEYS), call.response_text))
+    return keys
 
 
 # ----------------------------------------------------------------------------- agent names

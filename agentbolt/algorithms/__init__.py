@@ -3,6 +3,7 @@ publish new resources. ``agentbolt.algorithm`` is another name for this package.
 
 from agentbolt.algorithms.base import DEFAULT_ROLLOUT_CONFIG, Algorithm, AlgorithmContext
 from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult, EvaluationRow
+from agentbolt.algorithms.grpo import GRPO, GRPOConfig, GRPOResult, LoraSettings
 
 __all__ = [
     "Algorithm",
@@ -11,4 +12,8 @@ __all__ = [
     "Evaluate",
     "EvaluationResult",
     "EvaluationRow",
+    "GRPO",
+    "GRPOConfig",
+    "GRPOResult",
+    "LoraSettings",
 ]

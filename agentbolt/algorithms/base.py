@@ -34,6 +34,10 @@ class AlgorithmContext:
     val_dataset: Sequence[Any] | None = None
     rollout_config: RolloutConfig = field(default_factory=lambda: DEFAULT_ROLLOUT_CONFIG.model_copy(deep=True))
     """Limits and retry policy for rollouts enqueued through this context."""
+    gateway: Any = None
+    """The run's model gateway when it is in this process (a
+    :class:`~agentbolt.gateway.control.GatewayControl`), for algorithms that update
+    the weights it serves; None otherwise (they reach it through the server then)."""
 
     async def enqueue(
         self,

@@ -1,15 +1,18 @@
 """``agentbolt store ...``: read what a store holds — stats, rollouts, spans,
-resources, workers — from a SQLite file or a running server."""
+resources, workers, training metrics — from a SQLite file or a running server."""
 
 import time
+from collections import deque
 from enum import StrEnum
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from agentbolt.cli.connect import DEFAULT_STORE_URL, query_store
 from agentbolt.cli.failures import reported_errors
 from agentbolt.cli.output import emit_json_lines, note, show
+from agentbolt.cli.render_metrics import metrics_table
 from agentbolt.cli.render import (
     json_line,
     masked_resources,
@@ -23,7 +26,7 @@ from agentbolt.cli.render import (
 )
 from agentbolt.store import Store
 from agentbolt.store.pagination import ROLLOUT_SORT_KEYS
-from agentbolt.types import Attempt, Page, Resources, Rollout, RolloutMode, RolloutStatus, Span
+from agentbolt.types import Attempt, MetricRecord, Page, Resources, Rollout, RolloutMode, RolloutStatus, Span
 
 __all__ = ["store_app"]
 
@@ -208,3 +211,52 @@ def workers(store: StoreUrl = DEFAULT_STORE_URL, token: Token = None, as_json: A
             show(workers_table(found, time.time()))
         else:
             show("[dim]no workers have registered[/dim]")
+
+
+async def _last_metrics(store: Store, run_id: str, last: int) -> list[MetricRecord]:
+    """The last ``last`` steps of a run: pages through in step order, keeping the tail."""
+    tail: deque[MetricRecord] = deque(maxlen=last)
+    after: int | None = None
+    while True:
+        page = await store.query_metrics(run_id, after_step=after, limit=10_000)
+        tail.extend(page)
+        if len(page) < 10_000:
+            return list(tail)
+        after = page[-1].step
+
+
+@store_app.command()
+def metrics(
+    run_id: Annotated[
+        str | None,
+        typer.Argument(help="The training run. Default: list the runs that logged metrics.", show_default=False),
+    ] = None,
+    last: Annotated[int, typer.Option("--last", "-n", min=1, max=100_000, help="Show the last N steps.")] = 20,
+    key: Annotated[
+        list[str] | None,
+        typer.Option("--key", "-k", help="Only this metric (repeat for several). Default: all."),
+    ] = None,
+    store: StoreUrl = DEFAULT_STORE_URL,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Training metrics of a run, one row per step (the last --last steps), or the runs."""
+    with reported_errors():
+        if run_id is None:
+            runs = query_store(store, token, lambda s: s.metric_runs())
+            if as_json:
+                emit_json_lines({"run_id": r} for r in runs)
+            elif runs:
+                show(escape("\n".join(runs)))
+            else:
+                show("[dim]no run has logged metrics yet[/dim]")
+            return
+        records = query_store(store, token, lambda s: _last_metrics(s, run_id, last))
+        if key:
+            records = [r.model_copy(update={"values": {k: r.values.get(k) for k in key}}) for r in records]
+        if as_json:
+            emit_json_lines(records)
+        elif records:
+            show(metrics_table(records, key, time.time()))
+        else:
+            show(f"[dim]no metrics for run {escape(repr(run_id))} (list runs: agentbolt store metrics)[/dim]")

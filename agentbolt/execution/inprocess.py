@@ -71,7 +71,7 @@ class InProcessStrategy(ExecutionStrategy):
         store_obj, owned = _local_store(store)
         await store_obj.start()
         try:
-            async with _served(store_obj, gateway) as runner_store:
+            async with _served(store_obj, gateway) as (runner_store, control):
                 tracer = Tracer(runner_store)
                 tracer.start()
                 stop = asyncio.Event()
@@ -85,7 +85,8 @@ class InProcessStrategy(ExecutionStrategy):
                 ]
                 interrupted = False
                 try:
-                    return await run_supervised(main(store_obj), _watch(tasks))
+                    work = main(store_obj) if control is None else main(store_obj, gateway=control)  # type: ignore[call-arg]
+                    return await run_supervised(work, _watch(tasks))
                 except asyncio.CancelledError:
                     interrupted = True
                     raise
@@ -102,11 +103,14 @@ class InProcessStrategy(ExecutionStrategy):
 
 
 @contextlib.asynccontextmanager
-async def _served(store: Store, gateway: GatewaySpec | Gateway | None) -> AsyncIterator[Store]:
-    """The store runners use: ``store`` itself, or — with a gateway — an HttpStore to a
-    server of ``store`` + gateway in a background thread (stopped after the runners)."""
+async def _served(store: Store, gateway: GatewaySpec | Gateway | None) -> AsyncIterator[tuple[Store, Any]]:
+    """The store runners use and the gateway's control: ``store`` itself and None, or —
+    with a gateway — an HttpStore to a server of ``store`` + gateway in a background
+    thread (stopped after the runners) and a
+    :class:`~agentbolt.gateway.control.LocalGatewayControl` for algorithms that update
+    the served weights."""
     if gateway is None:
-        yield store
+        yield store, None
         return
     from agentbolt.gateway.gateway import Gateway
     from agentbolt.gateway.spec import as_gateway_spec
@@ -130,7 +134,9 @@ async def _served(store: Store, gateway: GatewaySpec | Gateway | None) -> AsyncI
         runner_store = HttpStore(url, token=token)
         try:
             await runner_store.start()
-            yield runner_store
+            from agentbolt.gateway.control import LocalGatewayControl
+
+            yield runner_store, LocalGatewayControl(gateway, server_url=url)
         finally:
             await runner_store.close()
             await asyncio.to_thread(stack.close)

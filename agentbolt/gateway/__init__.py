@@ -15,10 +15,13 @@ Quick start::
 
 In another process (the server the trainer starts, ``agentbolt server --engine ...``) a
 gateway is described by a :class:`GatewaySpec` (engine kind, URL or model path, settings)
-and built there. See ``docs/gateway.md``.
+and built there. A trainer puts new weights into the engine through a
+:class:`GatewayControl` (:class:`LocalGatewayControl` here, :class:`RemoteGateway` over
+HTTP): pause, drain, load, resume. See ``docs/gateway.md``.
 """
 
 from agentbolt.gateway.config import GatewayConfig
+from agentbolt.gateway.control import GatewayControl, LocalGatewayControl, RemoteGateway
 from agentbolt.gateway.engine import Engine, EngineError
 from agentbolt.gateway.engine_app import engine_app
 from agentbolt.gateway.gateway import Gateway, GatewayPausedError, rollout_base_url
@@ -31,9 +34,12 @@ __all__ = [
     "EngineSpec",
     "Gateway",
     "GatewayConfig",
+    "GatewayControl",
     "GatewayPausedError",
     "GatewaySpec",
+    "LocalGatewayControl",
     "OpenAIEngine",
+    "RemoteGateway",
     "VLLMEngine",
     "engine_app",
     "rollout_base_url",

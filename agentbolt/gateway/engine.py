@@ -22,7 +22,7 @@ the engine supports it (vLLM sends them per chunk; the gateway concatenates).
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 __all__ = ["Engine", "EngineError"]
@@ -56,6 +56,8 @@ class Engine(abc.ABC):
     name: str = "engine"
     #: whether answers carry prompt/response token ids (vLLM format, see module doc)
     returns_token_ids: bool = False
+    #: whether :meth:`update_weights` can load new weights into this engine
+    supports_weight_updates: bool = False
 
     @property
     def n_replicas(self) -> int:
@@ -86,6 +88,29 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     async def models(self) -> dict[str, Any]:
         """The ``/v1/models`` answer."""
+
+    async def update_weights(
+        self,
+        state_dict: Mapping[str, Any] | None = None,
+        *,
+        lora: Any = None,
+        lora_scale: float | None = None,
+        lora_path: str | None = None,
+        version: int | None = None,
+    ) -> int:
+        """Serve new weights and return the new ``policy_version``.
+
+        ``state_dict``: full or partial weights; ``lora``: a peft model or adapter state
+        dict (``lora_scale`` = alpha / r for a dict); ``lora_path``: a peft adapter
+        directory the engine can read. ``version`` defaults to the current one + 1.
+        Engines that cannot (``supports_weight_updates = False``) raise EngineError(501).
+        """
+        raise EngineError(
+            501,
+            f"the {self.name} engine cannot load new weights: it forwards to a model server agentbolt does not "
+            "control; to train, serve the policy with the transformers engine (in-process) or with vLLM "
+            "(LoRA adapters through lora_path=)",
+        )
 
     async def start(self) -> None:
         """Open connections / load weights. Idempotent."""

@@ -73,6 +73,7 @@ class Gateway:
         self._paused = False
         self._in_flight = 0
         self._idle: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.calls = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -99,6 +100,7 @@ class Gateway:
 
     async def start(self) -> None:
         """Start the engine and the span writer (the server's lifespan calls this)."""
+        self._loop = asyncio.get_running_loop()
         await self.engine.start()
         self.recorder.start()
 
@@ -109,8 +111,13 @@ class Gateway:
         await self.engine.close()
 
     async def flush(self) -> None:
-        """Wait until the spans of every finished call are in the store."""
-        await self.recorder.flush()
+        """Wait until the spans of every finished call are in the store. Callable from
+        any event loop (the gateway's own may run in a server thread)."""
+        loop = self._loop
+        if loop is None or loop is asyncio.get_running_loop() or loop.is_closed():
+            await self.recorder.flush()
+            return
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.recorder.flush(), loop))
 
     # ------------------------------------------------------------------ pause / drain
     @property

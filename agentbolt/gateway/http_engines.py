@@ -8,15 +8,18 @@
   top-level ``prompt_token_ids``, ``choices[i].token_ids``, standard logprobs; streams
   carry ``prompt_token_ids`` on the first chunk and each chunk's ``choices[i].token_ids``.
   This is the GPU path; it is tested here against a fake of that format, not against a
-  running vLLM.
+  running vLLM. It loads LoRA adapters at runtime (:meth:`VLLMEngine.update_weights`
+  with ``lora_path=``), through vLLM's ``/v1/load_lora_adapter`` API.
 
 Several base URLs make several replicas (a rollout sticks to one).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 import orjson
 
@@ -29,6 +32,10 @@ from agentbolt.gateway.engine import Engine, EngineError
 from agentbolt.gateway.streaming import iter_sse_data
 
 __all__ = ["OpenAIEngine", "VLLMEngine"]
+
+logger = logging.getLogger("agentbolt.gateway")
+
+T = TypeVar("T")
 
 
 class OpenAIEngine(Engine):
@@ -63,6 +70,7 @@ class OpenAIEngine(Engine):
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
         self._sessions: list[aiohttp.ClientSession] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def n_replicas(self) -> int:
@@ -74,6 +82,7 @@ class OpenAIEngine(Engine):
         if aiohttp is None:
             raise RuntimeError("the HTTP engines need aiohttp: pip install aiohttp")
         if self._sessions is None:
+            self._loop = asyncio.get_running_loop()
             self._sessions = [
                 aiohttp.ClientSession(
                     connector=aiohttp.TCPConnector(limit=self.max_connections),
@@ -95,10 +104,23 @@ class OpenAIEngine(Engine):
         i = replica % len(self._sessions)
         return self._sessions[i], self.base_urls[i]
 
+    def _served_model(self) -> str | None:
+        """The model name every call is sent for (``None``: the agent's)."""
+        return self.model
+
     def _body(self, body: dict[str, Any]) -> bytes:
-        if self.model is not None and body.get("model") != self.model:
-            body = {**body, "model": self.model}
+        model = self._served_model()
+        if model is not None and body.get("model") != model:
+            body = {**body, "model": model}
         return orjson.dumps(body)
+
+    async def _on_own_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop the sessions belong to (aiohttp sessions are bound to
+        one loop), so control calls may be awaited from another thread's loop."""
+        loop = self._loop
+        if loop is None or loop is asyncio.get_running_loop() or loop.is_closed():
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
     # --------------------------------------------------------------- non-streaming
     async def _post(self, path: str, body: dict[str, Any], replica: int) -> dict[str, Any]:
@@ -163,23 +185,114 @@ class OpenAIEngine(Engine):
 class VLLMEngine(OpenAIEngine):
     """vLLM's OpenAI server (``vllm serve <model>``), returning token ids and logprobs.
 
-    vLLM does not know about weight versions: after loading new weights into it, call
-    :meth:`set_policy_version` so spans record the version that answered.
+    Weight updates are LoRA adapters loaded at runtime: :meth:`update_weights` with
+    ``lora_path=`` (a peft adapter directory every vLLM replica can read) calls
+    ``POST /v1/load_lora_adapter`` on each replica, sends later calls for that adapter
+    (``model = <lora name>``), unloads the previous adapter and bumps ``policy_version``.
+    The vLLM servers must run with ``--enable-lora`` (and ``--max-lora-rank`` >= the
+    adapter's rank) and the environment ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``.
+    ``lora_name`` prefixes the adapter names (``<lora_name>-v<version>``).
+    Weights loaded by other means: call :meth:`set_policy_version` so spans record the
+    version that answered.
     """
 
     name = "vllm"
     returns_token_ids = True
+    supports_weight_updates = True
 
-    def __init__(self, base_url: str | Sequence[str], *, policy_version: int | None = None, **kw: Any) -> None:
+    def __init__(self, base_url: str | Sequence[str], *, policy_version: int | None = None,
+                 lora_name: str = "agentbolt-lora", **kw: Any) -> None:
         super().__init__(base_url, **kw)
         self._policy_version = policy_version
+        self.lora_prefix = lora_name
+        self._lora: str | None = None
+        self._loads = 0
 
     @property
     def policy_version(self) -> int | None:
         return self._policy_version
 
+    @property
+    def lora_name(self) -> str | None:
+        """The runtime adapter calls are now sent for (``None``: the base model)."""
+        return self._lora
+
     def set_policy_version(self, version: int | None) -> None:
         self._policy_version = version
+
+    def _served_model(self) -> str | None:
+        return self._lora if self._lora is not None else self.model
+
+    async def update_weights(
+        self,
+        state_dict: Mapping[str, Any] | None = None,
+        *,
+        lora: Any = None,
+        lora_scale: float | None = None,
+        lora_path: str | None = None,
+        version: int | None = None,
+    ) -> int:
+        """Load the LoRA adapter at ``lora_path`` on every replica and serve it.
+
+        ``state_dict`` / ``lora`` objects raise EngineError(501): vLLM reads adapters from
+        a directory, and full-weight sync (NCCL) is not implemented. If a replica refuses
+        the adapter, it is unloaded from the others and the previous one stays served.
+        """
+        if state_dict is not None or lora is not None:
+            raise EngineError(
+                501,
+                "the vllm engine loads LoRA adapters from a directory vLLM can read: save the adapter with "
+                "peft_model.save_pretrained(<shared path>) and pass lora_path=<shared path>; sending tensors "
+                "(state_dict=/lora=) and full-weight sync to vLLM (NCCL) are not implemented",
+            )
+        if not lora_path:
+            raise ValueError("VLLMEngine.update_weights needs lora_path=<a peft adapter directory vLLM can read>")
+        return await self._on_own_loop(self._load_lora(str(lora_path), version))
+
+    async def _load_lora(self, path: str, version: int | None) -> int:
+        new_version = version if version is not None else (self._policy_version or 0) + 1
+        self._loads += 1
+        name = f"{self.lora_prefix}-v{new_version}"
+        if name == self._lora:  # the same version again: vLLM refuses a name it already has
+            name = f"{name}.{self._loads}"
+        loaded: list[int] = []
+        try:
+            for replica in range(self.n_replicas):
+                await self._lora_call(replica, "/load_lora_adapter", {"lora_name": name, "lora_path": path})
+                loaded.append(replica)
+        except BaseException:
+            for replica in loaded:  # all replicas serve the same weights, or none changes
+                await self._unload(replica, name)
+            raise
+        old, self._lora = self._lora, name
+        self._policy_version = new_version
+        if old is not None:
+            for replica in range(self.n_replicas):
+                await self._unload(replica, old)
+        return new_version
+
+    async def _unload(self, replica: int, name: str) -> None:
+        try:
+            await self._lora_call(replica, "/unload_lora_adapter", {"lora_name": name})
+        except EngineError as exc:  # a leftover adapter costs memory, not correctness
+            logger.warning("could not unload LoRA adapter %r from %s: %s", name, self.base_urls[replica], exc.message)
+
+    async def _lora_call(self, replica: int, path: str, body: dict[str, Any]) -> None:
+        session, base = self._client(replica)
+        try:
+            async with session.post(base + path, data=orjson.dumps(body)) as resp:
+                status, content = resp.status, await resp.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise EngineError(502, f"could not reach the vLLM server at {base}: {exc!r}") from exc
+        if status == 404 and content.replace(b" ", b"") == b'{"detail":"NotFound"}':  # FastAPI: no such route
+            raise EngineError(
+                501,
+                f"the vLLM server at {base} has no {path} route: start it with --enable-lora and the environment "
+                "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True",
+            )
+        if status >= 400:
+            err = _error_of(status, content, base)
+            raise EngineError(err.status_code, f"vLLM at {base} refused {path} {body}: {err.message}", err.body)
 
 
 async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[str]:

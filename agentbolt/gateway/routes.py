@@ -7,6 +7,12 @@
   ``X-Agentbolt-Attempt-Id`` headers (or neither, with a scoped token: its attempt).
 * ``POST /v1/gateway/pause`` (``?drain=true`` waits for in-flight calls),
   ``POST /v1/gateway/resume``, ``GET /v1/gateway/status``: admin only.
+* ``POST /v1/gateway/weights``: admin only; pause, drain, load new weights into the
+  engine, resume. The body is raw safetensors (``Content-Type: application/octet-stream``,
+  ``?kind=full|lora&lora_scale=&version=&drain_timeout=``) or JSON
+  ``{"lora_path": <adapter directory the server can read>, "version": N}``.
+  Answers ``{"policy_version": N}``; 400 for a body the engine refuses, 501 for an
+  engine that cannot load weights, 504 when calls stay in flight past ``drain_timeout``.
 
 A scoped token may only call its own attempt's URLs (403 otherwise). Errors are
 OpenAI-shaped (``{"error": {"message", "type", "param", "code"}}``) so clients raise
@@ -15,12 +21,14 @@ their usual exceptions.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, Literal
 
 import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
+from agentbolt.gateway.control import WEIGHTS_ROUTE, LocalGatewayControl
 from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.gateway import CallKind, Gateway, GatewayPausedError
 from agentbolt.server.auth import principal_of
@@ -195,3 +203,87 @@ async def status(request: Request) -> Response:
     if denied is not None:
         return denied
     return Response(orjson.dumps(gateway_of(request).status()), media_type="application/json")
+
+
+def _weights_lock(request: Request) -> asyncio.Lock:
+    """One weight update at a time per server (a second one waits for the first)."""
+    lock: asyncio.Lock | None = getattr(request.app.state, "weights_lock", None)
+    if lock is None:
+        lock = request.app.state.weights_lock = asyncio.Lock()
+    return lock
+
+
+def _read_safetensors(data: bytes) -> dict[str, Any]:
+    from safetensors.torch import load
+
+    return load(data)
+
+
+@gateway_router.post(WEIGHTS_ROUTE, summary="Pause, drain, load new weights into the engine, resume")
+async def weights(
+    request: Request,
+    kind: Literal["full", "lora"] = "full",
+    lora_scale: float | None = None,
+    version: int | None = None,
+    drain_timeout: float = 120.0,
+) -> Response:
+    """Body: safetensors bytes (``application/octet-stream``; ``kind``: ``full`` = a full or
+    partial state dict, ``lora`` = a peft adapter state dict with ``lora_scale`` = alpha / r)
+    or JSON ``{"lora_path": ..., "version": ...}``. Answers ``{"policy_version": N}``."""
+    denied = _require_admin(request, "updating the model's weights")
+    if denied is not None:
+        return denied
+    gateway = gateway_of(request)
+    if not gateway.engine.supports_weight_updates:
+        try:
+            await gateway.engine.update_weights(version=version)
+        except EngineError as exc:
+            return _error_response(exc)
+        return _openai_error(501, f"the {gateway.engine.name} engine cannot load weights", "not_implemented")
+    data = await request.body()
+    args: dict[str, Any] = {"version": version}
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json":
+        try:
+            body = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            return _openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
+        if not isinstance(body, dict) or not isinstance(body.get("lora_path"), str) or not body["lora_path"]:
+            return _openai_error(
+                400,
+                'a JSON body must be {"lora_path": "<adapter directory this server can read>", "version": N}; '
+                "send tensors as safetensors bytes with Content-Type: application/octet-stream",
+                "invalid_request_error",
+            )
+        args["lora_path"] = body["lora_path"]
+        if body.get("version") is not None:
+            if type(body["version"]) is not int:
+                return _openai_error(400, "version must be an integer", "invalid_request_error")
+            args["version"] = body["version"]
+    else:
+        if not data:
+            return _openai_error(400, "the request body is empty: send the weights as safetensors bytes",
+                                 "invalid_request_error")
+        try:
+            tensors = await asyncio.to_thread(_read_safetensors, data)
+        except Exception as exc:  # noqa: BLE001 - any parse failure is the client's body
+            return _openai_error(
+                400,
+                f"the body is not a safetensors blob ({exc}): serialise the tensors with safetensors.torch.save",
+                "invalid_request_error",
+            )
+        del data
+        if kind == "lora":
+            args.update(lora=tensors, lora_scale=lora_scale)
+        else:
+            args["state_dict"] = tensors
+    async with _weights_lock(request):
+        try:
+            new_version = await LocalGatewayControl(gateway).update_weights(drain_timeout=drain_timeout, **args)
+        except TimeoutError as exc:
+            return _openai_error(504, str(exc), "timeout", "drain_timeout")
+        except (ValueError, TypeError) as exc:
+            return _openai_error(400, str(exc), "invalid_request_error")
+        except EngineError as exc:
+            return _error_response(exc)
+    return Response(orjson.dumps({"policy_version": new_version}), media_type="application/json")

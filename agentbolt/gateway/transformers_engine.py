@@ -46,7 +46,12 @@ from agentbolt.gateway.local.scheduler import (
     GenRequest,
     TokenEvent,
 )
-from agentbolt.gateway.local.weights import LoraMerger, load_full, lora_from
+from agentbolt.gateway.local.weights import (
+    LoraMerger,
+    load_full,
+    lora_from,
+    read_lora_dir,
+)
 
 __all__ = ["TransformersEngine"]
 
@@ -84,6 +89,7 @@ class TransformersEngine(Engine):
 
     name = "transformers"
     returns_token_ids = True
+    supports_weight_updates = True
 
     def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 8, batch_window_ms: float = 5,
                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
@@ -145,19 +151,27 @@ class TransformersEngine(Engine):
 
     # ---- weights ---------------------------------------------------------------------------
     async def update_weights(self, state_dict: Mapping[str, torch.Tensor] | None = None, *, lora: Any = None,
-                             version: int | None = None, lora_scale: float | None = None) -> int:
+                             lora_scale: float | None = None, lora_path: str | None = None,
+                             version: int | None = None) -> int:
         """Hot-swap weights between batches and return the new ``policy_version``.
 
         ``state_dict``: full or partial weights of the served architecture (a merged peft
         model's ``state_dict()`` works too: its prefixes are stripped). ``lora``: a peft
         ``PeftModel`` (its active adapter and scale are read) or an adapter state dict as
         ``peft.get_peft_model_state_dict`` returns (then pass ``lora_scale`` = alpha / r);
-        the engine serves base + adapter, and a later adapter replaces, not adds to, it.
+        ``lora_path``: a peft adapter directory (``save_pretrained``'s
+        ``adapter_config.json`` + ``adapter_model.safetensors``; the scale is read from the
+        config). The engine serves base + adapter, and a later adapter replaces, not adds to, it.
         The in-flight batch finishes on the old weights; queued requests wait and run on
         the new ones; nothing is dropped. ``version`` defaults to the current one + 1.
+        Safe to await from any event loop or thread.
         """
+        if lora is not None and lora_path is not None:
+            raise ValueError("update_weights takes lora= or lora_path=, not both")
+        if lora_path is not None:
+            lora, lora_scale = await asyncio.to_thread(read_lora_dir, lora_path)
         if state_dict is None and lora is None:
-            raise ValueError("update_weights needs state_dict=... and/or lora=...")
+            raise ValueError("update_weights needs state_dict=... and/or lora=... (or lora_path=...)")
         adapter = lora_from(lora, lora_scale) if lora is not None else None
         if state_dict is not None:  # copy now: the trainer may keep updating its tensors
             state_dict = {k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()}

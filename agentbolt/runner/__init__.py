@@ -1,25 +1,40 @@
 """Run agents on rollouts: the agent forms (:func:`rollout`, :class:`LitAgent`, plain
 functions), hooks, and the :class:`Runner` that claims, runs, heartbeats and reports."""
 
-from agentbolt.runner.agent import AgentAdapter, AgentParameterError, LitAgent, RolloutFunction, as_agent, rollout
+from agentbolt.runner.agent import (
+    AgentAdapter,
+    AgentParameterError,
+    LitAgent,
+    RolloutFunction,
+    as_agent,
+    rollout,
+)
 from agentbolt.runner.calls import AttemptStopped
 from agentbolt.runner.errors import RetryableError
+from agentbolt.runner.gateway_llm import (
+    GATEWAY_ENDPOINT,
+    GatewayUnavailableError,
+    gateway_llm,
+)
 from agentbolt.runner.hooks import Hooks
 from agentbolt.runner.loading import AgentLoadError, load_object
 from agentbolt.runner.runner import Runner, RunnerStats
 
 __all__ = [
-    "rollout",
-    "RolloutFunction",
-    "LitAgent",
-    "as_agent",
+    "GATEWAY_ENDPOINT",
     "AgentAdapter",
+    "AgentLoadError",
     "AgentParameterError",
+    "AttemptStopped",
+    "GatewayUnavailableError",
     "Hooks",
+    "LitAgent",
+    "RetryableError",
+    "RolloutFunction",
     "Runner",
     "RunnerStats",
-    "RetryableError",
-    "AttemptStopped",
-    "AgentLoadError",
+    "as_agent",
+    "gateway_llm",
     "load_object",
+    "rollout",
 ]

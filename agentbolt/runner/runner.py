@@ -34,6 +34,7 @@ from opentelemetry.trace import Status, StatusCode
 from agentbolt.runner.agent import AgentAdapter, as_agent, reward_from_result
 from agentbolt.runner.calls import AgentCall, start_call
 from agentbolt.runner.errors import error_info
+from agentbolt.runner.gateway_llm import resolve_gateway_llms
 from agentbolt.runner.hooks import HookSet
 from agentbolt.store.base import Store
 from agentbolt.store.errors import InvalidTransitionError
@@ -306,6 +307,8 @@ class Runner:
         assert self._agent is not None
         rollout = job.rollout
         entry = self._agent.entry_point(rollout.mode)
+        resources = resolve_gateway_llms(resources, self.store, rollout.rollout_id, job.attempt.attempt_id,
+                                         job.claim.token)
         args, kwargs = entry.bind(rollout, resources)
         call = job.call = start_call(
             entry.fn, args, kwargs, is_async=entry.is_async, name=f"agentbolt-rollout-{rollout.rollout_id}"

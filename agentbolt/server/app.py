@@ -40,36 +40,43 @@ if TYPE_CHECKING:
     from agentbolt.gateway.gateway import Gateway
     from agentbolt.gateway.spec import GatewaySpec
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "BodyTooLargeError", "create_app", "run_server"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_WEIGHTS_BYTES", "BodyTooLargeError", "create_app", "run_server"]
 
 logger = logging.getLogger("agentbolt.server")
 
 DEFAULT_MAX_BODY_BYTES = 16 * 2**20
+DEFAULT_MAX_WEIGHTS_BYTES = 8 * 2**30
+WEIGHTS_PATH = "/v1/gateway/weights"  # model weights: a limit of their own (max_weights_bytes)
 
 
 class BodyTooLargeError(HTTPException):
     """A request body over the server's limit (HTTP 413)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, setting: str = "max_body_bytes") -> None:
         super().__init__(
             413,
             f"request body larger than this server's limit of {limit} bytes: send fewer items per request "
-            "(or start the server with a larger max_body_bytes)",
+            f"(or start the server with a larger {setting})",
         )
 
 
 class BodySizeLimitMiddleware:
-    """413 for bodies over ``max_bytes``: at once from ``Content-Length``, and while
-    streaming for chunked bodies, so no oversized body is ever held in memory."""
+    """413 for bodies over ``max_bytes`` (``max_weights_bytes`` on the weights route): at
+    once from ``Content-Length``, and while streaming for chunked bodies, so no oversized
+    body is ever held in memory."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, max_weights_bytes: int = DEFAULT_MAX_WEIGHTS_BYTES) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_weights_bytes = max_weights_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        weights = scope["path"] == WEIGHTS_PATH
+        limit = self.max_weights_bytes if weights else self.max_bytes
+        setting = "max_weights_bytes" if weights else "max_body_bytes"
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:
@@ -77,8 +84,8 @@ class BodySizeLimitMiddleware:
                 except ValueError:
                     await error_response(400, "bad_request", "invalid Content-Length header")(scope, receive, send)
                     return
-                if declared > self.max_bytes:
-                    err = BodyTooLargeError(self.max_bytes)
+                if declared > limit:
+                    err = BodyTooLargeError(limit, setting)
                     response = error_response(
                         413, "payload_too_large", str(err.detail), headers={"connection": "close"}
                     )
@@ -93,8 +100,8 @@ class BodySizeLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise BodyTooLargeError(self.max_bytes)
+                if received > limit:
+                    raise BodyTooLargeError(limit, setting)
             return message
 
         async def send_tracking(message: Message) -> None:
@@ -204,6 +211,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     deadline_check: bool = True,
     gateway: Gateway | None = None,
+    max_weights_bytes: int = DEFAULT_MAX_WEIGHTS_BYTES,
 ) -> FastAPI:
     """The HTTP API over ``store``.
 
@@ -212,7 +220,8 @@ def create_app(
     only. ``max_body_bytes`` — larger request bodies get 413. ``deadline_check`` — expire
     overdue attempts in the background (turn off when another process does it).
     ``gateway`` — mount this OpenAI-compatible model gateway (see ``docs/gateway.md``):
-    it records into ``store`` and starts and stops with the app.
+    it records into ``store`` and starts and stops with the app. ``max_weights_bytes`` —
+    the body limit of the gateway's weight-update route (model weights are large).
     """
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
@@ -263,7 +272,7 @@ def create_app(
     install_exception_handlers(app)
     # add_middleware wraps: the last added runs first.
     app.add_middleware(AuthMiddleware, admin_token=admin_token, secret=ctx.secret)
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes, max_weights_bytes=max_weights_bytes)
     app.add_middleware(ErrorGuardMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.openapi = lambda: _openapi_with_extras(app)  # type: ignore[method-assign]

@@ -24,6 +24,7 @@ from agentbolt.types import (
     AttemptStatus,
     Claim,
     ErrorInfo,
+    MetricRecord,
     Page,
     Resource,
     Resources,
@@ -198,6 +199,28 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def query_workers(self) -> list[Worker]: ...
+
+    # ------------------------------------------------------------------ training metrics
+    @abc.abstractmethod
+    async def add_metrics(self, records: Sequence[MetricRecord]) -> None:
+        """Store training metrics, upserting by ``(run_id, step)``: a record for a step
+        already stored is merged into it (new keys added, same keys overwritten, the
+        timestamp taken from the newer record), so re-sending is safe and a trainer may
+        log a step's train and eval metrics separately. Records of one call are applied
+        in order."""
+
+    @abc.abstractmethod
+    async def query_metrics(
+        self, run_id: str, *, after_step: int | None = None, limit: int = 1000
+    ) -> list[MetricRecord]:
+        """Up to ``limit`` (1..10,000) records of ``run_id`` with ``step > after_step``,
+        by step ascending. Pass the last step seen as ``after_step`` to poll for new
+        points. An unknown run has no records (an empty list, not an error)."""
+
+    @abc.abstractmethod
+    async def metric_runs(self, *, limit: int = 100) -> list[str]:
+        """Ids of runs that logged metrics, most recently written first, at most
+        ``limit`` (1..10,000)."""
 
     # ------------------------------------------------------------------ stats & deadlines
     @abc.abstractmethod

@@ -43,6 +43,7 @@ from agentbolt.types import (
     AttemptStatus,
     Claim,
     ErrorInfo,
+    MetricRecord,
     Page,
     Resource,
     Resources,
@@ -78,6 +79,11 @@ _RESOURCE_MAP = TypeAdapter(dict[str, Resource])
 _WORKER = TypeAdapter(Worker)
 _WORKERS = TypeAdapter(list[Worker])
 _STATS = TypeAdapter(StoreStats)
+_METRICS = TypeAdapter(list[MetricRecord])
+_RUN_IDS = TypeAdapter(list[str])
+
+MAX_METRICS_PER_REQUEST = 10_000
+"""Records per ``POST /v1/metrics``; larger calls are sent in several requests."""
 
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 """Transport errors that guarantee the server never saw the request."""
@@ -494,6 +500,25 @@ class HttpStore(Store):
 
     async def query_workers(self) -> list[Worker]:
         return _WORKERS.validate_python(await self._request("GET", "/v1/workers"))
+
+    # ------------------------------------------------------------------ training metrics
+    async def add_metrics(self, records: Sequence[MetricRecord]) -> None:
+        # an upsert that merges: sending it twice stores the same, so retries are safe
+        batch = list(records)
+        for i in range(0, len(batch), MAX_METRICS_PER_REQUEST):
+            body = b'{"records":' + _METRICS.dump_json(batch[i : i + MAX_METRICS_PER_REQUEST]) + b"}"
+            await self._request("POST", "/v1/metrics", raw_body=body)
+
+    async def query_metrics(
+        self, run_id: str, *, after_step: int | None = None, limit: int = 1000
+    ) -> list[MetricRecord]:
+        params: dict[str, Any] = {"run_id": run_id, "limit": limit}
+        if after_step is not None:
+            params["after_step"] = max(after_step, -1)
+        return _METRICS.validate_python(await self._request("GET", "/v1/metrics", params=params))
+
+    async def metric_runs(self, *, limit: int = 100) -> list[str]:
+        return _RUN_IDS.validate_python(await self._request("GET", "/v1/metrics/runs", params={"limit": limit}))
 
     # ------------------------------------------------------------------ stats & deadlines
     async def stats(self) -> StoreStats:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agentbolt.store import sqlite_metrics as metrics
 from agentbolt.store import sqlite_reads as reads
 from agentbolt.store import sqlite_writes as writes
 from agentbolt.store.base import Store
@@ -44,6 +45,7 @@ from agentbolt.types import (
     AttemptStatus,
     Claim,
     ErrorInfo,
+    MetricRecord,
     Page,
     Resource,
     Resources,
@@ -328,6 +330,22 @@ class SqliteStore(Store):
 
     async def query_workers(self) -> list[Worker]:
         return await self._read(reads.query_workers)
+
+    # ------------------------------------------------------------------ training metrics
+    async def add_metrics(self, records: Sequence[MetricRecord]) -> None:
+        batch = list(records)
+        if batch:
+            await self._write(lambda c, tx: metrics.add_metrics(c, tx, batch))
+
+    async def query_metrics(
+        self, run_id: str, *, after_step: int | None = None, limit: int = 1000
+    ) -> list[MetricRecord]:
+        check_limit(limit)
+        return await self._read(lambda c: metrics.query_metrics(c, run_id, after_step, limit))
+
+    async def metric_runs(self, *, limit: int = 100) -> list[str]:
+        check_limit(limit)
+        return await self._read(lambda c: metrics.metric_runs(c, limit))
 
     # ------------------------------------------------------------------ stats & deadlines
     async def stats(self) -> StoreStats:

@@ -110,6 +110,22 @@ MIGRATIONS: list[Migration] = [
             ) WITHOUT ROWID""",
         ),
     ),
+    Migration(
+        "training metrics: one row per (run_id, step), and the runs by last write",
+        (
+            # data: the step's values as a JSON object (merged on upsert)
+            """CREATE TABLE metrics (
+                run_id TEXT NOT NULL,
+                step INTEGER NOT NULL,
+                timestamp REAL NOT NULL,
+                data TEXT NOT NULL,
+                PRIMARY KEY (run_id, step)
+            ) WITHOUT ROWID""",
+            # last_write: a counter bumped by every write of the run, for "most recent first"
+            "CREATE TABLE metric_runs (run_id TEXT PRIMARY KEY, last_write INTEGER NOT NULL) WITHOUT ROWID",
+            "CREATE INDEX metric_runs_recent ON metric_runs (last_write)",
+        ),
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

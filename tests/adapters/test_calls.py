@@ -123,3 +123,41 @@ def test_a_call_nobody_named_has_no_agent() -> None:
     a.chain("n1", "LangGraph", {"metadata": json.dumps({"ls_integration": "langgraph"})})
     a.chat("c1", [user("hi")])
     assert extract_model_calls(a.spans)[0].agent_name is None
+
+
+# ----------------------------------------------------------------------------- one call, two spans
+GATEWAY = {"otel.scope.name": "agentbolt.gateway", "agentbolt.llm.policy_version": 3}
+
+
+def test_a_call_seen_by_the_gateway_and_the_client_is_kept_once_as_the_gateways() -> None:
+    a = Attempt()
+    asked = [user("2+2?")]
+    a.chat("client00000000001", asked, "4")  # the agent's instrumented OpenAI client
+    a.chat("gateway0000000001", asked, "4", extra=GATEWAY)
+    a.chat("client00000000002", [*asked, {"role": "assistant", "content": "4"}, user("sure?")], "yes")
+    a.chat("gateway0000000002", [*asked, {"role": "assistant", "content": "4"}, user("sure?")], "yes", extra=GATEWAY)
+    calls = extract_model_calls(a.spans)
+    assert [c.span_id for c in calls] == ["gateway0000000001", "gateway0000000002"]
+
+
+def test_client_spans_without_token_ids_match_the_gateway_call_by_text() -> None:
+    a = Attempt()
+    a.chat("client00000000001", [user("hi")], "hello", token_ids=False)
+    a.chat("gateway0000000001", [user("hi")], "hello", extra=GATEWAY)
+    assert [c.span_id for c in extract_model_calls(a.spans)] == ["gateway0000000001"]
+
+
+def test_calls_the_gateway_did_not_see_are_kept() -> None:
+    a = Attempt()
+    a.chat("client00000000001", [user("to another provider")], "answer")  # e.g. a judge model called directly
+    a.chat("client00000000002", [user("hi")], "hello")
+    a.chat("gateway0000000001", [user("hi")], "hello", extra=GATEWAY)
+    assert [c.span_id for c in extract_model_calls(a.spans)] == ["client00000000001", "gateway0000000001"]
+
+
+def test_two_identical_calls_through_the_gateway_stay_two() -> None:
+    a = Attempt()
+    for i in (1, 2):
+        a.chat(f"client0000000000{i}", [user("roll a die")], "4")
+        a.chat(f"gateway000000000{i}", [user("roll a die")], "4", extra=GATEWAY)
+    assert [c.span_id for c in extract_model_calls(a.spans)] == ["gateway0000000001", "gateway0000000002"]

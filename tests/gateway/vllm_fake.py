@@ -8,33 +8,95 @@ Recorded format (vLLM >= 0.10.2, ``"return_token_ids": true``):
 * streaming chat: the first chunk has ``prompt_token_ids`` and an empty-content delta;
   each content chunk has ``choices[i].token_ids`` with that chunk's new ids; a final
   ``usage`` chunk when ``stream_options.include_usage``.
-* errors: ``{"error": {"message", "type", "param", "code"}}`` with the HTTP status.
+* errors: ``{"error": {"message", "type", "param", "code"}}`` with the HTTP status;
+  a call for a model that is neither the base model nor a loaded adapter is a 404.
+* runtime LoRA (``--enable-lora``, ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``):
+  ``POST /v1/load_lora_adapter {"lora_name", "lora_path"}`` answers 200 with a text
+  message (400 for a name already loaded, 404 for a path without an adapter);
+  ``POST /v1/unload_lora_adapter {"lora_name"}`` (404 for an unknown name). Loaded
+  adapters are listed by ``/v1/models``.
 
-Only what the gateway reads is modelled; the content is fixed.
+Only what the gateway reads is modelled; the content is fixed. :class:`FakeVLLM` makes
+one server (its own adapters and call log); the module's ``app`` / ``seen`` are a default one.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
+BASE_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 PROMPT_IDS = [1, 9690, 198, 2683, 314, 216, 28, 1241, 2]
 TOKENS = [("Four", 30124, -0.11), (".", 30, -0.02), ("", 2, -0.001)]
-seen: list[dict[str, Any]] = []
 
 
 def _logprob(token: str, lp: float) -> dict[str, Any]:
     return {"token": token, "logprob": lp, "bytes": list(token.encode()), "top_logprobs": []}
 
 
-async def chat(request: Request) -> Any:
-    body = await request.json()
-    seen.append(body)
+def _error(status: int, message: str, type_: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": type_, "param": None, "code": status}}, status_code=status)
+
+
+class FakeVLLM:
+    """One fake vLLM server: ``seen`` chat bodies, ``lora_calls`` (route, body), ``adapters``."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.lora_calls: list[tuple[str, dict[str, Any]]] = []
+        self.adapters: dict[str, str] = {}  # lora name -> path
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/models", self.models),
+                Route("/v1/load_lora_adapter", self.load_lora, methods=["POST"]),
+                Route("/v1/unload_lora_adapter", self.unload_lora, methods=["POST"]),
+            ]
+        )
+
+    async def chat(self, request: Request) -> Any:
+        body = await request.json()
+        self.seen.append(body)
+        if body.get("model") not in (BASE_MODEL, *self.adapters):
+            return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+        return await chat(body)
+
+    async def models(self, request: Request) -> JSONResponse:
+        data = [{"id": BASE_MODEL, "object": "model", "owned_by": "vllm", "max_model_len": 32768}]
+        data += [{"id": n, "object": "model", "owned_by": "vllm", "root": p, "parent": BASE_MODEL}
+                 for n, p in self.adapters.items()]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def load_lora(self, request: Request) -> Any:
+        body = await request.json()
+        self.lora_calls.append(("load", body))
+        name, path = body.get("lora_name"), body.get("lora_path")
+        if not name or not path:
+            return _error(400, "Both 'lora_name' and 'lora_path' must be provided.", "InvalidUserInput")
+        if name in self.adapters:
+            return _error(400, f"The lora adapter '{name}' has already been loaded.", "InvalidUserInput")
+        if not (Path(path) / "adapter_config.json").is_file():
+            return _error(404, f"No adapter found for {path}", "NotFoundError")
+        self.adapters[name] = path
+        return PlainTextResponse(f"Success: LoRA adapter '{name}' added successfully.")
+
+    async def unload_lora(self, request: Request) -> Any:
+        body = await request.json()
+        self.lora_calls.append(("unload", body))
+        name = body.get("lora_name")
+        if name not in self.adapters:
+            return _error(404, f"The lora adapter '{name}' cannot be found.", "NotFoundError")
+        del self.adapters[name]
+        return PlainTextResponse(f"Success: LoRA adapter '{name}' removed successfully.")
+
+
+async def chat(body: dict[str, Any]) -> Any:
     if body.get("max_tokens", 1) <= 0:
         return JSONResponse(
             {
@@ -119,15 +181,6 @@ async def _stream(body: dict[str, Any], want_ids: bool, want_lp: bool) -> Any:
     yield "data: [DONE]\n\n"
 
 
-async def models(request: Request) -> JSONResponse:
-    return JSONResponse(
-        {
-            "object": "list",
-            "data": [
-                {"id": "Qwen/Qwen2.5-0.5B-Instruct", "object": "model", "owned_by": "vllm", "max_model_len": 32768}
-            ],
-        }
-    )
-
-
-app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models)])
+_default = FakeVLLM()
+app = _default.app
+seen = _default.seen

@@ -1,9 +1,12 @@
-"""GRPO for multi-call agents: the math core.
+"""GRPO for multi-call agents: :class:`GRPO` (the algorithm, :mod:`.algorithm`) and its parts.
 
 * :mod:`.samples` — one rollout's model calls → training samples by exact token prefix.
 * :mod:`.advantages` — rollout-level group advantages; all-equal groups dropped.
 * :mod:`.loss` — PPO-clipped, importance-corrected loss normalised per rollout (torch).
 * :mod:`.staleness` — the maximum policy lag of async training.
+* :mod:`.groups` — the sync and async schedules of groups of rollouts.
+* :mod:`.policy`, :mod:`.batch`, :mod:`.update` — the model, micro-batches and one update (torch).
+* :mod:`.checkpoint`, :mod:`.distributed`, :mod:`.config`.
 
 ``loss`` needs torch and is imported on first use of :func:`grpo_loss`, so the rest
 works without it.
@@ -20,6 +23,8 @@ from agentbolt.algorithms.grpo.advantages import (
     compute_advantages,
     group_advantages,
 )
+from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOResult, NoGatewayError
+from agentbolt.algorithms.grpo.config import GRPOConfig, LoraSettings
 from agentbolt.algorithms.grpo.samples import (
     POLICY_VERSION,
     RolloutSamples,
@@ -37,6 +42,11 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "GRPO",
+    "GRPOConfig",
+    "GRPOResult",
+    "LoraSettings",
+    "NoGatewayError",
     "POLICY_VERSION",
     "Advantages",
     "GRPOLossOutput",

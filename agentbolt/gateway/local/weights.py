@@ -8,13 +8,15 @@ versions replace each other instead of piling up. A full state dict becomes the 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["LoraMerger", "load_full", "lora_from"]
+__all__ = ["LoraMerger", "load_full", "lora_from", "lora_scale_of", "read_lora_dir"]
 
 _PREFIXES = ("base_model.model.", "module.", "_orig_mod.")
 _LORA_KEY = re.compile(r"^(?P<module>.+)\.lora_(?P<ab>[AB])(?:\.[^.]+)?\.weight$")
@@ -60,8 +62,7 @@ def lora_from(lora: Any, scale: float | None) -> tuple[dict[str, torch.Tensor], 
         name = name[0] if isinstance(name, list) else name
         cfg = lora.peft_config[name]
         if scale is None:
-            r = cfg.r
-            scale = cfg.lora_alpha / (r ** 0.5 if getattr(cfg, "use_rslora", False) else r)
+            scale = lora_scale_of(cfg.to_dict() if hasattr(cfg, "to_dict") else vars(cfg))
         return dict(get_peft_model_state_dict(lora, adapter_name=name)), float(scale)
     if isinstance(lora, Mapping):
         if scale is None:
@@ -69,6 +70,40 @@ def lora_from(lora: Any, scale: float | None) -> tuple[dict[str, torch.Tensor], 
                              "(or pass the PeftModel itself and the scale is read from its config)")
         return dict(lora), float(scale)
     raise TypeError(f"lora must be a peft PeftModel or an adapter state dict, not {type(lora).__name__}")
+
+
+def lora_scale_of(config: Mapping[str, Any]) -> float:
+    """The scale peft applies to ``B @ A``: ``lora_alpha / r`` (``/ sqrt(r)`` with rsLoRA).
+
+    Refuses what a single scale cannot express (per-module ranks or alphas, DoRA)."""
+    if config.get("rank_pattern") or config.get("alpha_pattern"):
+        raise ValueError("this LoRA adapter has per-module ranks or alphas (rank_pattern/alpha_pattern), which "
+                         "the engine cannot serve: merge it and send the full state dict instead")
+    if config.get("use_dora"):
+        raise ValueError("DoRA adapters are not LoRA deltas the engine can add: merge the adapter and send the "
+                         "full state dict instead")
+    r, alpha = config.get("r"), config.get("lora_alpha")
+    if not isinstance(r, int) or r < 1 or not isinstance(alpha, (int, float)):
+        raise ValueError(f"the LoRA config needs a positive integer 'r' and a number 'lora_alpha', got r={r!r}, "
+                         f"lora_alpha={alpha!r}")
+    return float(alpha) / (r ** 0.5 if config.get("use_rslora") else r)
+
+
+def read_lora_dir(path: str | Path) -> tuple[dict[str, torch.Tensor], float]:
+    """Read a peft adapter directory as ``save_pretrained`` writes it
+    (``adapter_config.json`` + ``adapter_model.safetensors``): its tensors and scale."""
+    root = Path(path)
+    config_file, weights_file = root / "adapter_config.json", root / "adapter_model.safetensors"
+    for f in (config_file, weights_file):
+        if not f.is_file():
+            raise ValueError(f"{root} is not a peft LoRA adapter directory: {f.name} is missing "
+                             "(save the adapter with peft_model.save_pretrained(path) and pass that path)")
+    config = json.loads(config_file.read_text())
+    if str(config.get("peft_type", "LORA")).upper() != "LORA":
+        raise ValueError(f"{root} holds a {config.get('peft_type')} adapter; only LoRA adapters can be served")
+    from safetensors.torch import load_file
+
+    return load_file(str(weights_file)), lora_scale_of(config)
 
 
 class LoraMerger:

@@ -4,6 +4,7 @@ from agentbolt.server.routes import (
     attempts,
     batch,
     health,
+    metrics,
     observability,
     resources,
     rollouts,
@@ -22,6 +23,7 @@ ROUTERS = (
     resources.router,
     workers.router,
     stats.router,
+    metrics.router,
     batch.router,
     observability.router,
 )

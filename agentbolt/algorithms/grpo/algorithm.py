@@ -1,0 +1,442 @@
+"""``GRPO``: the agent learns from its own rollouts.
+
+One step, in the order the code runs it (:meth:`GRPO._step`):
+
+1. **sample** — the scheduler (:mod:`.groups`) hands over ``tasks_per_step`` complete
+   groups of ``group_size`` rollouts each (sync: a fresh batch; async: the first to
+   finish, the rest keep running);
+2. **samples** — each finished rollout's model calls (recorded by the gateway with the
+   engine's token ids) are merged by exact prefix into samples (:mod:`.samples`);
+3. **advantages** — A_i = r_i − mean(r of its group), per rollout, copied to its samples;
+   groups whose rewards are all equal are dropped, failed rollouts never enter
+   (:mod:`.advantages`); rollouts staler than ``max_policy_lag`` are dropped (:mod:`.staleness`);
+4. **update** — PPO-clipped, importance-corrected, per-rollout-normalised loss, AdamW
+   (:mod:`.update`, :mod:`.loss`);
+5. **publish** — the gateway pauses and drains, the engine loads the new weights and the
+   policy version goes up, so every later token carries the version that produced it.
+
+Then metrics (console, ``metrics.jsonl``, the store, optional TensorBoard / W&B / MLflow)
+and a checkpoint. Evaluation on the validation set runs before, every ``eval_every``
+steps and after; the trained policy is exported as a Hugging Face model directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from agentbolt.algorithms.base import Algorithm, AlgorithmContext
+from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult
+from agentbolt.algorithms.grpo import distributed as dist
+from agentbolt.algorithms.grpo.advantages import GroupMember, apply_advantages, compute_advantages
+from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
+from agentbolt.algorithms.grpo.samples import RolloutSamples, Sample, samples_from_spans
+from agentbolt.algorithms.grpo.staleness import split_stale
+from agentbolt.types import LLM
+
+__all__ = ["GRPO", "GRPOResult", "NoGatewayError"]
+
+log = logging.getLogger("agentbolt.algorithms.grpo")
+
+
+RL_SAMPLING: dict[str, dict[str, float]] = {
+    "train": {"temperature": 1.0, "top_p": 1.0},
+    "val": {"temperature": 0.0},
+    "test": {"temperature": 0.0},
+}
+"""Sampling GRPO wants the gateway to force per rollout mode."""
+
+
+class NoGatewayError(RuntimeError):
+    """GRPO trains the model the gateway serves, and there is no gateway."""
+
+
+@dataclass
+class GRPOResult:
+    """What a GRPO run did."""
+
+    steps: int
+    policy_version: int | None
+    run_dir: Path
+    before: EvaluationResult | None = None
+    after: EvaluationResult | None = None
+    export_dir: Path | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """The metrics of every step of this process's run, in order."""
+    seconds: float = 0.0
+
+    @property
+    def improvement(self) -> float | None:
+        """Held-out success rate after minus before (None without both evaluations)."""
+        if self.before is None or self.after is None:
+            return None
+        if self.before.success_rate is None or self.after.success_rate is None:
+            return None
+        return self.after.success_rate - self.before.success_rate
+
+
+class GRPO(Algorithm):
+    """Group Relative Policy Optimization for multi-call agents.
+
+    ``model``: the policy to train — a model directory (``"smollm2"`` for the offline
+    SmolLM2), a transformers model, or a :class:`~.policy.Policy`; by default a copy of
+    the model the in-process transformers engine serves. The engine serving rollouts
+    must start from the same weights; GRPO publishes every update to it.
+    """
+
+    def __init__(self, config: GRPOConfig | None = None, *, model: Any = None, tokenizer: Any = None,
+                 console: Console | None = None, **overrides: Any) -> None:
+        base = config or GRPOConfig()
+        self.config = base.model_copy(update=overrides) if overrides else base
+        if overrides:
+            self.config = GRPOConfig.model_validate(self.config.model_dump())
+        self.model = model
+        self.tokenizer = tokenizer
+        self.console = console or Console(stderr=True)
+        self.policy: Any = None
+
+    # ------------------------------------------------------------------ setup
+    def _make_policy(self, control: Any) -> Any:
+        from agentbolt.algorithms.grpo.policy import Policy
+
+        cfg = self.config
+        kw = {"lora": cfg.lora, "dtype": cfg.dtype, "gradient_checkpointing": cfg.gradient_checkpointing,
+              "keep_reference": cfg.kl_coef > 0 or cfg.log_kl}
+        if isinstance(self.model, Policy):
+            return self.model
+        if isinstance(self.model, (str, Path)):
+            return Policy.load(self.model, **kw)
+        if self.model is not None:
+            return Policy(self.model, self.tokenizer, **kw)
+        engine = getattr(control, "engine", None)
+        if engine is not None and hasattr(engine, "model"):
+            import copy
+
+            model = copy.deepcopy(engine.model)  # the engine keeps serving its own copy
+            model.to(engine.device)
+            return Policy(model, getattr(engine, "tokenizer", None), **kw)
+        raise ValueError("GRPO needs the policy's weights: pass GRPO(model='<model dir>') with the weights the engine "
+                         "serves (the engine is in another process, so they cannot be copied from it)")
+
+    @staticmethod
+    def _control(ctx: AlgorithmContext) -> Any:
+        control = getattr(ctx, "gateway", None)
+        if control is not None:
+            return control
+        from agentbolt.store.http import HttpStore
+
+        if isinstance(ctx.store, HttpStore):
+            from agentbolt.gateway.control import RemoteGateway
+
+            return RemoteGateway(ctx.store.base_url, token=ctx.store.token)
+        raise NoGatewayError(
+            "GRPO trains the model behind the gateway, and this run has none: give the trainer an engine, e.g. "
+            "Trainer(algorithm=GRPO(...), gateway=EngineSpec(kind='transformers', path='smollm2'))"
+        )
+
+    @staticmethod
+    def _ensure_sampling(control: Any) -> None:
+        """Training calls must sample at temperature 1 without top-p/top-k: the engine's
+        logprobs are those of the raw distribution, and the importance ratio needs the
+        distribution the tokens were drawn from. Validation is greedy. Set on a gateway of
+        this process when its config says nothing for a mode; a contrary setting is warned about."""
+        config = getattr(getattr(control, "gateway", None), "config", None)
+        if config is None:
+            return
+        for mode, forced in RL_SAMPLING.items():
+            current = config.sampling.get(mode)
+            if current is None:
+                config.sampling[mode] = dict(forced)
+            elif mode == "train" and any(current.get(k, v) != v for k, v in forced.items()):
+                log.warning("the gateway forces %s on training calls; GRPO's importance ratios assume %s "
+                            "(sampling-time logprobs are those of the untempered distribution)", current, forced)
+
+    async def _ensure_llm(self, ctx: AlgorithmContext) -> None:
+        """Publish ``llm = gateway_llm()`` when no LLM resource exists, so agents call the gateway."""
+        from agentbolt.runner.gateway_llm import gateway_llm
+
+        latest = await ctx.store.get_latest_resources()
+        named = dict(latest.resources) if latest is not None else {}
+        if any(isinstance(r, LLM) for r in named.values()):
+            return
+        named["llm"] = gateway_llm()
+        await ctx.store.update_resources(named)
+
+    # ------------------------------------------------------------------ run
+    async def run(self, ctx: AlgorithmContext) -> GRPOResult:
+        from agentbolt.algorithms.grpo.checkpoint import CheckpointManager
+        from agentbolt.algorithms.grpo.update import PolicyUpdate
+        from agentbolt.metrics import MetricsLogger
+
+        cfg = self.config
+        t_start = time.perf_counter()
+        control = self._control(ctx)
+        self._ensure_sampling(control)
+        run_dir = Path(cfg.run_dir or f"runs/grpo-{time.strftime('%Y%m%d-%H%M%S')}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run_id = cfg.run_name or run_dir.name
+        self.policy = policy = await asyncio.to_thread(self._make_policy, control)
+        update = PolicyUpdate(policy, cfg)
+        scheduler = GroupScheduler(ctx, ctx.train_dataset or [], group_size=cfg.group_size, in_flight=cfg.in_flight,
+                                   shuffle=cfg.shuffle, seed=cfg.seed, timeout=cfg.rollout_timeout)
+        checkpoints = CheckpointManager(run_dir, keep=cfg.keep_checkpoints)
+        metrics = MetricsLogger.from_names(cfg.loggers, run_dir=run_dir, store=ctx.store, run_id=run_id,
+                                           config=cfg.model_dump(mode="json"))
+        await self._ensure_llm(ctx)
+        result = GRPOResult(steps=0, policy_version=None, run_dir=run_dir)
+        step = 0
+        version = await _served_version(control)
+        found = checkpoints.latest() if cfg.resume else None
+        if found is not None:
+            policy.load_trainable_state(found.weights)
+            update.load_state_dict(found.optimizer)
+            scheduler.restore(found.state["scheduler"])
+            step = found.step
+            version = await control.update_weights(**policy.engine_update(), version=found.state.get("policy_version"))
+            dist.broadcast_object({"resume": str(found.path)})
+            self.console.print(f"[bold]GRPO[/]: resumed from {found.path} (step {step}, policy version {version})")
+        elif dist.is_distributed():  # every rank starts from rank 0's weights (a fresh LoRA init is random)
+            dist.broadcast_object({"weights": policy.trainable_state()})
+        try:
+            if cfg.eval_before and ctx.val_dataset and found is None:
+                result.before = await self._evaluate(ctx, "before training")
+                await metrics.log(0, _eval_metrics(result.before, version))
+            with self._progress(cfg.max_steps, step) as progress:
+                while step < cfg.max_steps:
+                    step += 1
+                    values, version = await self._step(ctx, control, policy, update, scheduler, step, version)
+                    if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps and ctx.val_dataset:
+                        values.update(_eval_metrics(await self._evaluate(ctx, f"step {step}"), version))
+                    await metrics.log(step, values)
+                    result.history.append(values)
+                    if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
+                        await asyncio.to_thread(
+                            checkpoints.save, step, policy.trainable_state(), update.state_dict(),
+                            {"policy_version": version, "scheduler": scheduler.state(), "run_id": run_id},
+                        )
+                    progress(values)
+            result.steps = step
+            result.policy_version = version
+            if cfg.eval_after and ctx.val_dataset:
+                result.after = await self._evaluate(ctx, "after training")
+                await metrics.log(step, _eval_metrics(result.after, version))
+            export = cfg.export_dir or str(run_dir / "model")
+            result.export_dir = await asyncio.to_thread(policy.export, export)
+            self.console.print(f"[bold]GRPO[/]: trained policy saved to {result.export_dir}")
+            await _cancel_pending(ctx, scheduler)  # after a crash they stay: a resumed run picks them up
+        finally:
+            dist.broadcast_object(None)  # followers stop
+            await metrics.close()
+        result.seconds = time.perf_counter() - t_start
+        return result
+
+    async def follow(self) -> None:
+        """Data-parallel ranks other than 0: build the same policy, then take part in
+        every update rank 0 broadcasts, until it says stop."""
+        from agentbolt.algorithms.grpo.checkpoint import CheckpointManager
+        from agentbolt.algorithms.grpo.update import PolicyUpdate
+
+        if self.model is None:
+            raise ValueError("data-parallel GRPO needs GRPO(model=...) on every rank (the weights to start from)")
+        policy = self.policy = await asyncio.to_thread(self._make_policy, None)
+        update = PolicyUpdate(policy, self.config)
+        while True:
+            message = await asyncio.to_thread(dist.broadcast_object, None)
+            if message is None:
+                return
+            if "resume" in message:
+                found = CheckpointManager.load(message["resume"])
+                policy.load_trainable_state(found.weights)
+                update.load_state_dict(found.optimizer)
+                continue
+            if "weights" in message:
+                policy.load_trainable_state(message["weights"])
+                continue
+            await asyncio.to_thread(update.step, message["samples"], current_version=message["version"])
+
+    # ------------------------------------------------------------------ one step
+    async def _step(self, ctx: AlgorithmContext, control: Any, policy: Any, update: Any,
+                    scheduler: GroupScheduler, step: int, version: int | None) -> tuple[dict[str, Any], int | None]:
+        cfg = self.config
+        t0 = time.perf_counter()
+        groups = await scheduler.next_batch(cfg.tasks_per_step, version)
+        t_sampled = time.perf_counter()
+        await _flush(control)
+        batch = await self._collect(ctx, groups)
+        values: dict[str, Any] = {"policy_version": version, **batch.metrics(cfg.success_threshold)}
+        advantages = compute_advantages(batch.members, scale_std=cfg.scale_std, leave_one_out=cfg.leave_one_out)
+        samples = apply_advantages(batch.samples, advantages)
+        A = list(advantages.by_rollout.values())
+        values.update({
+            "groups/dropped_equal": advantages.dropped_groups, "groups/kept": len(batch.members) - advantages.dropped_groups,
+            "rollouts/failed": advantages.failed_rollouts, "advantage/mean": _mean(A), "advantage/std": _std(A),
+            "advantage/abs_mean": _mean([abs(a) for a in A]),
+        })
+        lag = version if version is not None else 0
+        split = split_stale(samples, lag, cfg.max_policy_lag) if version is not None else None
+        if split is not None:
+            samples = split.fresh
+            values.update({"staleness/max_lag": split.max_lag, "staleness/dropped_rollouts": len(split.stale_rollouts)})
+        values["samples/trained"] = len(samples)
+        t_update = time.perf_counter()
+        if samples:
+            dist.broadcast_object({"samples": samples, "version": version})
+            stats = await asyncio.to_thread(update.step, samples, current_version=version)
+            values.update(stats.as_metrics())
+            t_sync = time.perf_counter()
+            new_version = None if version is None else version + 1
+            version = await control.update_weights(**policy.engine_update(), version=new_version)
+            values["time/sync_s"] = time.perf_counter() - t_sync
+        else:
+            log.warning("step %d: no group carried signal (all rewards equal in every group): no update", step)
+        values.update({"time/sample_s": t_sampled - t0, "time/update_s": time.perf_counter() - t_update,
+                       "time/step_s": time.perf_counter() - t0, "policy_version": version})
+        return values, version
+
+    async def _collect(self, ctx: AlgorithmContext, groups: Sequence[Group]) -> _Batch:
+        batch = _Batch()
+        for g in groups:
+            members = []
+            for r in g.rollouts:
+                member = GroupMember.from_rollout(r)
+                members.append(member)
+                batch.rewards.append(r.reward)
+                if member.failed:
+                    continue
+                found = await _rollout_samples(ctx, r.rollout_id)
+                if found is None:
+                    batch.no_calls += 1
+                    continue
+                batch.per_rollout.append(found)
+                batch.samples.extend(found.samples)
+            batch.members[g.group_id] = members
+        return batch
+
+    async def _evaluate(self, ctx: AlgorithmContext, when: str) -> EvaluationResult:
+        result = await Evaluate("val", threshold=self.config.success_threshold, show=False).run(ctx)
+        rate = "n/a" if result.success_rate is None else f"{result.success_rate:.1%}"
+        mean = "n/a" if result.mean_reward is None else f"{result.mean_reward:.3f}"
+        self.console.print(f"[bold]GRPO[/] held-out {when}: success {rate}, mean reward {mean} "
+                           f"({result.n_scored}/{result.n_total} scored)")
+        return result
+
+    @contextlib.contextmanager
+    def _progress(self, total: int, done: int) -> Any:
+        if not self.config.progress or not dist.is_main():
+            yield lambda values: None
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        with Progress(TextColumn("[bold]GRPO"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TimeRemainingColumn(), TextColumn("{task.description}"), console=self.console) as bar:
+            task = bar.add_task("", total=total, completed=done)
+
+            def advance(values: dict[str, Any]) -> None:
+                bar.update(task, advance=1, description=_describe(values))
+                log.info("step %s: %s", values.get("policy_version"), _describe(values))
+
+            yield advance
+
+
+@dataclass
+class _Batch:
+    members: dict[str, list[GroupMember]] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+    per_rollout: list[RolloutSamples] = field(default_factory=list)
+    rewards: list[float | None] = field(default_factory=list)
+    no_calls: int = 0
+
+    def metrics(self, threshold: float) -> dict[str, Any]:
+        scored = [r for r in self.rewards if r is not None]
+        calls = [p.num_calls for p in self.per_rollout]
+        follow_ups = sum(max(c - 1, 0) for c in calls)
+        misses = sum(p.merge_misses for p in self.per_rollout)
+        return {
+            "reward/mean": _mean(scored), "reward/std": _std(scored),
+            "success_rate": _mean([1.0 if r >= threshold else 0.0 for r in scored]),
+            "rollouts/total": len(self.rewards), "rollouts/no_model_calls": self.no_calls,
+            "samples/total": len(self.samples),
+            "samples/per_rollout": len(self.samples) / len(self.per_rollout) if self.per_rollout else None,
+            "calls/per_rollout": _mean(calls), "merge/misses": misses,
+            "merge/rate": 1.0 - misses / follow_ups if follow_ups else None,
+        }
+
+
+async def _rollout_samples(ctx: AlgorithmContext, rollout_id: str, patience: float = 2.0) -> RolloutSamples | None:
+    """The samples of a finished rollout's latest attempt; None when it made no model call
+    (its spans are given ``patience`` seconds to arrive)."""
+    from agentbolt.adapters.calls import extract_model_calls
+
+    deadline = time.monotonic() + patience
+    while True:
+        spans = await ctx.store.get_spans(rollout_id, "latest")
+        if any(not c.failed for c in extract_model_calls(spans)):
+            found = samples_from_spans(spans)
+            return found[-1] if found else None
+        if time.monotonic() > deadline:
+            return None
+        await asyncio.sleep(0.1)
+
+
+async def _flush(control: Any) -> None:
+    """Make sure the gateway's spans of finished calls are in the store (a gateway in this
+    process; a remote one writes within its flush interval, which the reader waits for)."""
+    gateway = getattr(control, "gateway", None)
+    flush = getattr(gateway, "flush", None) or getattr(control, "flush", None)
+    if flush is not None:
+        await flush()
+
+
+async def _served_version(control: Any) -> int | None:
+    version = getattr(control, "policy_version", None)
+    if callable(version):
+        version = version()
+    if asyncio.iscoroutine(version):
+        version = await version
+    return version if isinstance(version, int) else 0
+
+
+async def _cancel_pending(ctx: AlgorithmContext, scheduler: GroupScheduler) -> None:
+    """Groups still in flight when the run ends are not needed: cancel their rollouts."""
+    for group in scheduler.pending:
+        for rid in group.rollout_ids:
+            try:
+                await ctx.store.cancel_rollout(rid)
+            except Exception as exc:  # finished meanwhile, or the store is going away
+                log.debug("could not cancel rollout %s: %s", rid, exc)
+
+
+def _eval_metrics(result: EvaluationResult, version: int | None) -> dict[str, Any]:
+    return {"val/success_rate": result.success_rate, "val/mean_reward": result.mean_reward,
+            "val/scored": result.n_scored, "val/failed": result.n_failed, "val/policy_version": version}
+
+
+def _describe(values: dict[str, Any]) -> str:
+    parts = []
+    for key, label, fmt in (("reward/mean", "reward", "{:.3f}"), ("success_rate", "success", "{:.0%}"),
+                            ("train/loss", "loss", "{:+.4f}"), ("merge/rate", "merge", "{:.0%}"),
+                            ("val/success_rate", "val", "{:.0%}"), ("time/step_s", "step", "{:.0f}s")):
+        v = values.get(key)
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            parts.append(f"{label} {fmt.format(v)}")
+    return " · ".join(parts)
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def _std(xs: Sequence[float]) -> float | None:
+    return statistics.pstdev(xs) if len(xs) > 1 else (0.0 if xs else None)
+

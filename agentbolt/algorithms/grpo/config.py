@@ -1,0 +1,113 @@
+"""``GRPOConfig``: every knob of a GRPO run, as one typed object.
+
+Loads from YAML (``GRPOConfig.from_yaml("grpo.yaml")``) or keyword arguments; the
+field names are the ones the docs and the metrics use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["GRPOConfig", "LoraSettings"]
+
+
+class LoraSettings(BaseModel):
+    """A LoRA adapter (peft) on the attention projections: W + (α/r)·B·A."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    r: int = Field(16, ge=1)
+    alpha: float = Field(32.0, gt=0)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+
+class GRPOConfig(BaseModel):
+    """Settings of :class:`~agentbolt.algorithms.GRPO` (see docs/algorithms.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # --- what is sampled
+    max_steps: int = Field(20, ge=1, description="Policy updates to run.")
+    tasks_per_step: int = Field(8, ge=1, description="Groups (tasks) per update.")
+    group_size: int = Field(8, ge=2, description="Rollouts per task: the G of GRPO.")
+    schedule: Literal["sync", "async"] = "sync"
+    """``sync``: sample a batch of groups, then train on it. ``async``: keep
+    ``groups_in_flight`` groups running and train on the first complete ones."""
+    groups_in_flight: int | None = Field(None, ge=1, description="async: groups kept running (default 2 x tasks_per_step).")
+    max_policy_lag: int = Field(1, ge=0, description="async: drop rollouts with tokens older than this many versions.")
+    shuffle: bool = True
+    seed: int = 0
+
+    # --- advantages
+    scale_std: bool = False
+    """Divide A by the group's reward std (the GRPO paper; off by default: it
+    over-weights near-uniform groups, Dr. GRPO)."""
+    leave_one_out: bool = False
+
+    # --- the update
+    learning_rate: float = Field(1e-5, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    max_grad_norm: float | None = Field(1.0, gt=0)
+    ppo_epochs: int = Field(1, ge=1, description="Optimizer passes over each batch.")
+    micro_batch_tokens: int = Field(4096, ge=1, description="Token budget per forward/backward (gradient accumulation).")
+    eps_low: float = Field(0.2, ge=0)
+    eps_high: float = Field(0.2, ge=0)
+    is_cap: float = Field(2.0, ge=1, description="Cap of the truncated importance weight π_prox/π_behav.")
+    kl_coef: float = Field(0.0, ge=0, description="β of the KL to the reference (initial) policy; 0 = off.")
+    log_kl: bool = False
+    """Compute (and log) the KL to the reference even when ``kl_coef`` is 0 (one extra forward)."""
+    lora: LoraSettings | None = Field(default_factory=LoraSettings)
+    """A LoRA adapter to train; ``None`` trains every weight."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """``auto``: bfloat16 on GPUs that support it, float32 on CPU."""
+    gradient_checkpointing: bool = False
+
+    # --- evaluation, checkpoints, output
+    eval_every: int = Field(0, ge=0, description="Evaluate the validation set every N steps (0: before and after only).")
+    eval_before: bool = True
+    eval_after: bool = True
+    success_threshold: float = 1.0
+    """A rollout whose reward is at least this counts as a success."""
+    checkpoint_every: int = Field(1, ge=0, description="Checkpoint every N steps (0: never).")
+    keep_checkpoints: int = Field(2, ge=1)
+    resume: bool = True
+    """Continue from the newest checkpoint in ``run_dir`` when there is one."""
+    export_dir: str | None = None
+    """Write the trained policy here as a Hugging Face model directory (LoRA merged)."""
+    run_dir: str | None = None
+    """Checkpoints, metrics.jsonl and the export go here (default: ./runs/grpo-<time>)."""
+    run_name: str | None = None
+    loggers: list[str] = Field(default_factory=lambda: ["jsonl", "store"])
+    """Metric sinks: jsonl, store, tensorboard, wandb, mlflow."""
+    rollout_timeout: float | None = Field(None, gt=0, description="Seconds to wait for a batch before giving up.")
+    progress: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> GRPOConfig:
+        if self.groups_in_flight is not None and self.groups_in_flight < self.tasks_per_step:
+            raise ValueError(
+                f"groups_in_flight ({self.groups_in_flight}) must be at least tasks_per_step ({self.tasks_per_step}): "
+                "async training needs at least one batch of groups running"
+            )
+        return self
+
+    @property
+    def in_flight(self) -> int:
+        """Groups kept running: one batch for ``sync``, ``groups_in_flight`` for ``async``."""
+        if self.schedule == "sync":
+            return self.tasks_per_step
+        return self.groups_in_flight or 2 * self.tasks_per_step
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> GRPOConfig:
+        """Read a YAML mapping of these fields; ``overrides`` win."""
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping of GRPOConfig fields, got {type(data).__name__}")
+        return cls.model_validate({**data, **overrides})

@@ -1,0 +1,230 @@
+"""``Policy``: the model GRPO trains — a causal LM, with a LoRA adapter (peft) or all
+weights trainable — and the three things the algorithm asks of it:
+
+* token logprobs (and entropies) of padded token id batches, aligned so that
+  ``logprobs[n, t] = log π(ids[n, t] | ids[n, < t])`` (0 at t = 0), like samples store them;
+* the reference policy for the KL term (the adapter switched off, or a frozen copy);
+* the weights to hand to the serving engine (:meth:`engine_update`).
+
+The trainer never tokenizes: it trains on the engine's token ids. The tokenizer is only
+kept to be saved next to exported weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from agentbolt.algorithms.grpo.config import LoraSettings
+
+__all__ = ["Policy", "resolve_dtype"]
+
+log = logging.getLogger("agentbolt.algorithms.grpo")
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """``auto`` is bfloat16 on a GPU that supports it, float32 elsewhere (CPU bf16
+    matmuls are slow and lose precision for small models)."""
+    if name == "float32":
+        return torch.float32
+    if name == "bfloat16":
+        return torch.bfloat16
+    if device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+class Policy:
+    """A trainable causal LM. ``model`` is a transformers ``PreTrainedModel`` (it is
+    wrapped with a fresh LoRA adapter when ``lora`` is given) or an existing
+    ``peft.PeftModel`` (trained as it is)."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        lora: LoraSettings | None = None,
+        dtype: str = "auto",
+        device: str | torch.device = "cpu",
+        gradient_checkpointing: bool = False,
+        keep_reference: bool = False,
+    ) -> None:
+        self.device = torch.device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.tokenizer = tokenizer
+        model = model.to(device=self.device, dtype=self.dtype)
+        self._ref: Any = None
+        if _is_peft(model):
+            self.model = model
+            self.lora = True
+        elif lora is not None:
+            self.model = _with_lora(model, lora)
+            self.lora = True
+        else:
+            self.model = model
+            self.lora = False
+            if keep_reference:  # full fine-tuning: the KL needs a frozen copy of the start
+                self._ref = copy.deepcopy(model).eval().requires_grad_(False)
+        if gradient_checkpointing:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if self.lora:
+                self.model.enable_input_require_grads()
+        self.model.train()
+        self.pad_id = _pad_id(model, tokenizer)
+
+    @classmethod
+    def load(cls, path: str | Path, **kwargs: Any) -> Policy:
+        """Load a Hugging Face model directory (``"smollm2"`` means the offline
+        SmolLM2-135M-Instruct from :func:`agentbolt.models.smollm2`)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if str(path) == "smollm2":
+            from agentbolt.models import smollm2
+
+            path = smollm2()
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        return cls(model, tokenizer, **kwargs)
+
+    # ------------------------------------------------------------------ parameters
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    @property
+    def num_trainable(self) -> int:
+        return sum(p.numel() for p in self.trainable_parameters())
+
+    # ------------------------------------------------------------------ forward
+    def token_logprobs(
+        self, input_ids: Tensor, attention_mask: Tensor, *, with_entropy: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """``[N, T]`` logprobs of each token given the ones before it (0 at t = 0), and
+        the entropy of the distribution each token was drawn from (detached) if asked."""
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+        return shifted_logprobs(logits, input_ids, with_entropy=with_entropy)
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[Any]:
+        """The model as it was before training: the base weights under the adapter, or
+        the frozen copy kept for full fine-tuning (``keep_reference=True``)."""
+        if self.lora:
+            with self.model.disable_adapter():
+                yield self.model
+        elif self._ref is not None:
+            yield self._ref
+        else:
+            raise RuntimeError("full fine-tuning keeps no reference model: create the Policy with keep_reference=True "
+                               "(GRPO does this when kl_coef > 0 or log_kl is set)")
+
+    def reference_logprobs(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        with torch.no_grad(), self.reference() as ref:
+            logits = ref(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+            return shifted_logprobs(logits, input_ids)[0]
+
+    # ------------------------------------------------------------------ weights out
+    def engine_update(self) -> dict[str, Any]:
+        """Keyword arguments for ``engine.update_weights``: the adapter and its scale,
+        or the full state dict (CPU copies, safe to hand to another thread)."""
+        if self.lora:
+            from peft import get_peft_model_state_dict
+
+            cfg = self.model.peft_config[_adapter_name(self.model)]
+            scale = cfg.lora_alpha / (cfg.r**0.5 if getattr(cfg, "use_rslora", False) else cfg.r)
+            state = get_peft_model_state_dict(self.model)
+            return {"lora": {k: v.detach().to("cpu", torch.float32, copy=True) for k, v in state.items()},
+                    "lora_scale": float(scale)}
+        return {"state_dict": {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}}
+
+    def trainable_state(self) -> dict[str, Tensor]:
+        """What a checkpoint must save: the adapter, or every weight."""
+        if self.lora:
+            from peft import get_peft_model_state_dict
+
+            return {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(self.model).items()}
+        # clones: tied weights (embeddings = lm_head) share storage, which safetensors refuses
+        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+
+    def load_trainable_state(self, state: dict[str, Tensor]) -> None:
+        """Put back what :meth:`trainable_state` returned."""
+        if self.lora:
+            from peft import set_peft_model_state_dict
+
+            result = set_peft_model_state_dict(self.model, state)
+            unexpected = getattr(result, "unexpected_keys", None)
+            if unexpected:
+                raise ValueError(f"checkpoint has {len(unexpected)} keys this adapter lacks (e.g. {unexpected[:2]})")
+        else:
+            self.model.load_state_dict(state)
+
+    def merged_model(self) -> Any:
+        """A plain transformers model with the adapter merged in (a copy; training goes on)."""
+        if not self.lora:
+            return self.model
+        return copy.deepcopy(self.model).merge_and_unload()
+
+    def export(self, directory: str | Path) -> Path:
+        """Save the policy as a Hugging Face model directory (LoRA merged), with the
+        tokenizer when there is one: loadable by ``AutoModelForCausalLM.from_pretrained``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        model = self.merged_model()
+        model.save_pretrained(out, safe_serialization=True)
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(out)
+        return out
+
+
+def shifted_logprobs(logits: Tensor, input_ids: Tensor, *, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+    """log-softmax of ``logits[:, t-1]`` at ``input_ids[:, t]``, as ``[N, T]`` with 0 at t = 0."""
+    logits = logits[:, :-1].float()
+    targets = input_ids[:, 1:].unsqueeze(-1)
+    lse = torch.logsumexp(logits, dim=-1)
+    lp = logits.gather(-1, targets).squeeze(-1) - lse
+    zero = torch.zeros_like(lp[:, :1])
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            p = torch.softmax(logits, dim=-1)
+            ent = lse - (p * logits).sum(-1)
+            entropy = torch.cat([zero, ent], dim=1)
+    return torch.cat([zero, lp], dim=1), entropy
+
+
+def _is_peft(model: Any) -> bool:
+    return hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
+
+
+def _adapter_name(model: Any) -> str:
+    name = getattr(model, "active_adapter", "default")
+    return name[0] if isinstance(name, list) else name
+
+
+def _with_lora(model: Any, lora: LoraSettings) -> Any:
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as exc:  # pragma: no cover - peft is in the torch extra
+        raise ImportError("LoRA training needs peft: pip install 'agentbolt[torch]'") from exc
+    names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
+    missing = [t for t in lora.target_modules if t not in names]
+    if missing:
+        raise ValueError(f"LoRA target modules {missing} are not in this model (it has e.g. "
+                         f"{sorted(n for n in names if n.endswith('proj'))[:8]}); set LoraSettings(target_modules=...)")
+    cfg = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                     target_modules=list(lora.target_modules), bias="none", task_type="CAUSAL_LM")
+    return get_peft_model(model, cfg)
+
+
+def _pad_id(model: Any, tokenizer: Any) -> int:
+    for source in (getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "eos_token_id", None),
+                   getattr(getattr(model, "config", None), "pad_token_id", None)):
+        if isinstance(source, int):
+            return source
+    return 0

@@ -1,0 +1,185 @@
+"""One GRPO policy update on a batch of samples (with advantages already set).
+
+Per optimizer pass (``ppo_epochs`` of them):
+
+1. split the batch's rollouts over data-parallel ranks (:mod:`.distributed`), then into
+   micro-batches of whole rollouts (:mod:`.batch`);
+2. per micro-batch: logprobs under π_θ, the loss of :func:`.loss.grpo_loss` (normalised
+   per rollout) scaled by R_m / R, backward — the gradients add up to those of the loss
+   of the whole batch;
+3. sum gradients over ranks, clip their global norm, step AdamW.
+
+Before the first pass, ``prox_logprobs`` (π_θ at the start of the update) are computed
+for samples drawn by an older policy version, so their ratio is clipped around the
+current policy and the gap to the sampling policy is importance-weighted (truncated);
+``ref_logprobs`` (the adapter off) only when the KL is used or logged.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from agentbolt.algorithms.grpo import distributed as dist
+from agentbolt.algorithms.grpo.batch import (
+    TrainBatch,
+    collate,
+    group_by_rollout,
+    micro_batches,
+)
+from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.algorithms.grpo.loss import grpo_loss
+from agentbolt.algorithms.grpo.policy import Policy
+from agentbolt.algorithms.grpo.samples import Sample
+
+__all__ = ["PolicyUpdate", "UpdateStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateStats:
+    """Token-weighted means over the batch (all ranks), and sizes."""
+
+    loss: float
+    clip_fraction: float
+    ratio_mean: float
+    importance_weight_mean: float
+    kl: float | None
+    entropy: float | None
+    grad_norm: float
+    num_samples: int
+    num_rollouts: int
+    num_trained_tokens: int
+    num_tokens: int
+    seconds: float
+    stale_samples: int
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.num_tokens * 1.0 / self.seconds if self.seconds > 0 else 0.0
+
+    def as_metrics(self, prefix: str = "train/") -> dict[str, float | int | None]:
+        out: dict[str, float | int | None] = {f"{prefix}{k}": v for k, v in asdict(self).items()}
+        out[f"{prefix}tokens_per_second"] = self.tokens_per_second
+        return out
+
+
+class PolicyUpdate:
+    """The optimizer and the update step for ``policy``."""
+
+    def __init__(self, policy: Policy, config: GRPOConfig) -> None:
+        self.policy = policy
+        self.config = config
+        params = policy.trainable_parameters()
+        if not params:
+            raise ValueError("the policy has no trainable parameters")
+        self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay,
+                                           betas=config.adam_betas)
+        self.steps = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "steps": self.steps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps = int(state["steps"])
+
+    def step(self, samples: Sequence[Sample], *, current_version: int | None = None) -> UpdateStats:
+        """Update the policy on ``samples`` (every rank passes the same full list)."""
+        cfg, policy = self.config, self.policy
+        t0 = time.perf_counter()
+        rollouts = [r for r in group_by_rollout(samples) if any(s.num_response_tokens for s in r)]
+        if not rollouts:
+            raise ValueError("no sample has a trained token: nothing to update on")
+        R = len(rollouts)
+        mine = [s for r in dist.shard(rollouts) for s in r]
+        batches = [collate(mb, policy.pad_id).to(policy.device) for mb in micro_batches(mine, cfg.micro_batch_tokens)] \
+            if mine else []
+        stale = _is_stale(mine, current_version)
+        want_ref = cfg.kl_coef > 0 or cfg.log_kl
+        extras = [self._extras(b, stale_rows, want_ref) for b, stale_rows in zip(batches, _split_stale(batches, mine, stale, cfg), strict=True)]
+
+        totals = _Totals()
+        grad_norm = 0.0
+        params = policy.trainable_parameters()
+        for epoch in range(cfg.ppo_epochs):
+            self.optimizer.zero_grad(set_to_none=False)
+            last = epoch == cfg.ppo_epochs - 1
+            for batch, (prox, ref) in zip(batches, extras, strict=True):
+                lp, ent = policy.token_logprobs(batch.input_ids, batch.attention_mask, with_entropy=last)
+                out = grpo_loss(lp, batch.old_logprobs, batch.advantages, batch.loss_mask, batch.rollout_index,
+                                prox_logprobs=prox, ref_logprobs=ref, entropy=ent, eps_low=cfg.eps_low,
+                                eps_high=cfg.eps_high, is_cap=cfg.is_cap, kl_coef=cfg.kl_coef)
+                (out.loss * (out.num_rollouts / R)).backward()
+                if last:
+                    totals.add(out, batch)
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+            dist.all_reduce_sum(grads)
+            for p, g in zip(params, grads, strict=True):
+                p.grad = g
+            if cfg.max_grad_norm is not None:
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+            else:
+                grad_norm = float(torch.sqrt(sum((g.float() ** 2).sum() for g in grads)))
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.steps += 1
+        return totals.stats(R, grad_norm, time.perf_counter() - t0, sum(stale))
+
+    def _extras(self, batch: TrainBatch, stale_rows: bool, want_ref: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        prox = ref = None
+        if stale_rows:
+            with torch.no_grad():
+                prox = self.policy.token_logprobs(batch.input_ids, batch.attention_mask)[0]
+        if want_ref:
+            ref = self.policy.reference_logprobs(batch.input_ids, batch.attention_mask)
+        return prox, ref
+
+
+def _is_stale(samples: Sequence[Sample], version: int | None) -> list[bool]:
+    if version is None:
+        return [False] * len(samples)
+    return [s.oldest_version is not None and s.oldest_version < version for s in samples]
+
+
+def _split_stale(batches: list[TrainBatch], samples: Sequence[Sample], stale: list[bool], cfg: GRPOConfig) -> list[bool]:
+    """Per micro-batch: does it hold a sample of an older policy (then it gets prox logprobs)?
+    With several passes the policy moves between them, so prox logprobs are always used."""
+    flags = dict(zip((id(s) for s in samples), stale, strict=True))
+    out = []
+    for mb in micro_batches(samples, cfg.micro_batch_tokens) if batches else []:
+        out.append(cfg.ppo_epochs > 1 or any(flags[id(s)] for s in mb))
+    return out
+
+
+class _Totals:
+    """Token-weighted sums of the loss statistics, summed over ranks at the end."""
+
+    def __init__(self) -> None:
+        self.v = torch.zeros(10, dtype=torch.float64)  # loss·R, clip·n, ratio·n, w·n, kl·n, ent·n, n, samples, tokens, kl?
+
+    def add(self, out: Any, batch: TrainBatch) -> None:
+        n = float(batch.loss_mask.sum())
+        self.v += torch.tensor([
+            float(out.loss.detach()) * out.num_rollouts, out.clip_fraction * n, out.ratio_mean * n,
+            out.importance_weight_mean * n, (out.kl or 0.0) * n, (out.entropy or 0.0) * n, n,
+            batch.input_ids.shape[0], batch.num_tokens, 1.0 if out.kl is not None else 0.0,
+        ], dtype=torch.float64)
+
+    def stats(self, R: int, grad_norm: float, seconds: float, stale: int) -> UpdateStats:
+        v = self.v.clone()
+        extra = torch.tensor([float(stale)], dtype=torch.float64)
+        dist.all_reduce_sum([v, extra])
+        n = max(v[6].item(), 1.0)
+        has_kl = v[9].item() > 0
+        return UpdateStats(
+            loss=v[0].item() / R, clip_fraction=v[1].item() / n, ratio_mean=v[2].item() / n,
+            importance_weight_mean=v[3].item() / n, kl=v[4].item() / n if has_kl else None,
+            entropy=v[5].item() / n if v[6].item() > 0 else None, grad_norm=grad_norm if math.isfinite(grad_norm) else float("nan"),
+            num_samples=int(v[7].item()), num_rollouts=R, num_trained_tokens=int(v[6].item()),
+            num_tokens=int(v[8].item()), seconds=seconds, stale_samples=int(extra.item()),
+        )

@@ -1,0 +1,259 @@
+"""What a trainer uses to put new weights into the engine that serves its rollouts.
+
+A weight update is: pause the gateway (new calls get 429 and retry), wait until no call
+is in flight, load the weights into the engine (which bumps its policy version, so every
+later token carries the new one), resume — always, even when the load fails.
+
+* :class:`LocalGatewayControl` — the :class:`~agentbolt.gateway.Gateway` object is in
+  this process (the in-process strategy serves it from a background thread). It may be
+  awaited from any event loop: pause/resume are flag writes and draining polls.
+* :class:`RemoteGateway` — the gateway is in a server process; the same steps go
+  through the admin route ``POST /v1/gateway/weights`` (tensors as safetensors bytes,
+  or a LoRA directory the server can read).
+
+::
+
+    control = RemoteGateway(server_url, token=admin_token)   # or LocalGatewayControl(gateway)
+    version = await control.update_weights(lora=peft_model)  # paused, drained, loaded, resumed
+    await control.aclose()
+
+``policy_version()`` is an async method on both (the remote one asks the server).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from agentbolt.gateway.engine import Engine, EngineError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from agentbolt.gateway.gateway import Gateway
+
+__all__ = ["WEIGHTS_ROUTE", "GatewayControl", "LocalGatewayControl", "RemoteGateway"]
+
+WEIGHTS_ROUTE = "/v1/gateway/weights"
+
+_POLL_MIN, _POLL_MAX = 0.005, 0.05
+
+
+class GatewayControl(abc.ABC):
+    """Pause, drain, update weights, resume — for a gateway here or in a server."""
+
+    #: the server the gateway is mounted in (``None`` when unknown / not served)
+    server_url: str | None = None
+
+    @abc.abstractmethod
+    async def status(self) -> dict[str, Any]:
+        """The gateway's status: ``paused``, ``in_flight``, ``engine``, ``policy_version``..."""
+
+    async def policy_version(self) -> int | None:
+        """The version of the weights the engine serves now (``None`` if it does not know)."""
+        return (await self.status()).get("policy_version")
+
+    @abc.abstractmethod
+    async def update_weights(
+        self,
+        *,
+        state_dict: Mapping[str, Any] | None = None,
+        lora: Any = None,
+        lora_scale: float | None = None,
+        lora_path: str | None = None,
+        version: int | None = None,
+        drain_timeout: float = 120.0,
+    ) -> int:
+        """Pause, wait up to ``drain_timeout`` s for calls in flight, load the weights, resume
+        (always); return the policy version now served.
+
+        Raises TimeoutError when calls are still in flight after ``drain_timeout`` (nothing
+        is loaded), ValueError for weights the engine refuses, EngineError(501) for an
+        engine that cannot load weights.
+        """
+
+    async def aclose(self) -> None:
+        """Release connections. Idempotent."""
+
+
+class LocalGatewayControl(GatewayControl):
+    """Control a :class:`Gateway` of this process, from any event loop.
+
+    The gateway's own loop may be another thread's (a server in a background thread):
+    pause/resume are plain flag writes, draining polls ``gateway.in_flight``, and the
+    engines' ``update_weights`` are safe to await from another loop. Run one update at a
+    time per gateway (the HTTP route serialises the updates it receives).
+    """
+
+    def __init__(self, gateway: Gateway, *, server_url: str | None = None) -> None:
+        self.gateway = gateway
+        self.server_url = server_url
+
+    @property
+    def engine(self) -> Engine:
+        return self.gateway.engine
+
+    async def status(self) -> dict[str, Any]:
+        return self.gateway.status()
+
+    async def policy_version(self) -> int | None:
+        return self.gateway.engine.policy_version
+
+    async def drain(self, timeout: float) -> None:
+        """Wait until no call is in flight (seen twice, a poll apart: a call that passed the
+        pause check just before the flag was written is counted by then)."""
+        deadline = time.monotonic() + timeout
+        delay, idle_seen = _POLL_MIN, False
+        while True:
+            if self.gateway.in_flight == 0:
+                if idle_seen:
+                    return
+                idle_seen = True
+            else:
+                idle_seen = False
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"{self.gateway.in_flight} model call(s) still in flight after {timeout:g} s: the weights were "
+                    "not updated and the gateway is resumed; raise drain_timeout, or lower the agents' max_tokens"
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _POLL_MAX)
+
+    async def update_weights(
+        self,
+        *,
+        state_dict: Mapping[str, Any] | None = None,
+        lora: Any = None,
+        lora_scale: float | None = None,
+        lora_path: str | None = None,
+        version: int | None = None,
+        drain_timeout: float = 120.0,
+    ) -> int:
+        engine = self.gateway.engine
+        if not engine.supports_weight_updates:  # say so before turning calls away
+            return await engine.update_weights(
+                state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path, version=version
+            )
+        self.gateway.pause()
+        try:
+            await self.drain(drain_timeout)
+            return await engine.update_weights(
+                state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path, version=version
+            )
+        finally:
+            self.gateway.resume()
+
+
+class RemoteGateway(GatewayControl):
+    """Control the gateway of the agentbolt server at ``server_url`` (admin ``token``).
+
+    Tensors travel as one safetensors body (a 135M-parameter model in fp32 is ~540 MB;
+    the server accepts up to its ``max_weights_bytes``); ``lora_path`` is sent as a path
+    the server reads (for vLLM: a path the vLLM servers can read). ``timeout`` is per
+    request, upload and swap included.
+    """
+
+    def __init__(self, server_url: str, token: str | None = None, *, timeout: float = 600.0) -> None:
+        self.server_url = server_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self._client: httpx.AsyncClient | None = None
+
+    def _http(self) -> httpx.AsyncClient:
+        import httpx
+
+        if self._client is None:
+            headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+            self._client = httpx.AsyncClient(base_url=self.server_url, headers=headers, timeout=self.timeout)
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def status(self) -> dict[str, Any]:
+        response = await self._http().get("/v1/gateway/status")
+        _raise_for(response)
+        return response.json()  # type: ignore[no-any-return]
+
+    async def update_weights(
+        self,
+        *,
+        state_dict: Mapping[str, Any] | None = None,
+        lora: Any = None,
+        lora_scale: float | None = None,
+        lora_path: str | None = None,
+        version: int | None = None,
+        drain_timeout: float = 120.0,
+    ) -> int:
+        given = [n for n, v in (("state_dict", state_dict), ("lora", lora), ("lora_path", lora_path)) if v is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"RemoteGateway.update_weights takes exactly one of state_dict=, lora=, lora_path= (got {given or 'none'})"
+            )
+        params: dict[str, Any] = {"drain_timeout": drain_timeout}
+        if version is not None:
+            params["version"] = version
+        if lora_path is not None:
+            response = await self._http().post(
+                WEIGHTS_ROUTE, params=params, json={"lora_path": str(lora_path), "version": version}
+            )
+        else:
+            if lora is not None:
+                from agentbolt.gateway.local.weights import lora_from
+
+                tensors, scale = lora_from(lora, lora_scale)
+                params.update(kind="lora", lora_scale=scale)
+            else:
+                assert state_dict is not None
+                tensors = dict(state_dict)
+                params["kind"] = "full"
+            body = await asyncio.to_thread(safetensors_bytes, tensors)
+            response = await self._http().post(
+                WEIGHTS_ROUTE, params=params, content=body, headers={"content-type": "application/octet-stream"}
+            )
+        _raise_for(response)
+        return int(response.json()["policy_version"])
+
+
+def safetensors_bytes(tensors: Mapping[str, Any]) -> bytes:
+    """``tensors`` as one safetensors blob: detached, on CPU, contiguous, and tied
+    weights (one storage under two names, which safetensors refuses) copied apart."""
+    from safetensors.torch import save
+
+    out, storages = {}, set()
+    for name, tensor in tensors.items():
+        t = tensor.detach().to("cpu").contiguous()
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in storages or t.untyped_storage().nbytes() != t.numel() * t.element_size():
+            t = t.clone()
+        storages.add(t.untyped_storage().data_ptr())
+        out[name] = t
+    return save(out)
+
+
+def _raise_for(response: httpx.Response) -> None:
+    """The server's answer as the exception a local update would raise."""
+    if response.status_code < 400:
+        return
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    message = str(error.get("message")) if isinstance(error, dict) else response.text[:500]
+    code = error.get("code") if isinstance(error, dict) else None
+    status = response.status_code
+    if status in (401, 403):
+        from agentbolt.store.errors import error_from_status
+
+        raise error_from_status(status, code if isinstance(code, str) else None, message)
+    if status == 400:
+        raise ValueError(message)
+    if status == 504 and code == "drain_timeout":
+        raise TimeoutError(message)
+    raise EngineError(status, message, body if isinstance(error, dict) else None)
