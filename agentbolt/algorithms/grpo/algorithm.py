@@ -202,6 +202,7 @@ class GRPO(Algorithm):
             policy.load_trainable_state(found.weights)
             update.load_state_dict(found.optimizer)
             scheduler.restore(found.state["scheduler"])
+            await scheduler.cancel_lost()
             step = found.step
             version = await control.update_weights(**policy.engine_update(), version=found.state.get("policy_version"))
             dist.broadcast_object({"resume": str(found.path)})
@@ -213,7 +214,12 @@ class GRPO(Algorithm):
                 result.before = await self._evaluate(ctx, "before training")
                 await metrics.log(0, _eval_metrics(result.before, version))
             with self._progress(cfg.max_steps, step) as progress:
+                t_train = time.monotonic()
                 while step < cfg.max_steps:
+                    if cfg.time_budget_s is not None and time.monotonic() - t_train > cfg.time_budget_s:
+                        self.console.print(f"[bold]GRPO[/]: time budget of {cfg.time_budget_s:g} s spent after "
+                                           f"{step} steps")
+                        break
                     step += 1
                     values, version = await self._step(ctx, control, policy, update, scheduler, step, version)
                     if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps and ctx.val_dataset:
@@ -238,6 +244,8 @@ class GRPO(Algorithm):
         finally:
             dist.broadcast_object(None)  # followers stop
             await metrics.close()
+            if control is not getattr(ctx, "gateway", None):  # a RemoteGateway made here: close its client
+                await control.aclose()
         result.seconds = time.perf_counter() - t_start
         return result
 

@@ -33,6 +33,9 @@ class GRPOConfig(BaseModel):
 
     # --- what is sampled
     max_steps: int = Field(20, ge=1, description="Policy updates to run.")
+    time_budget_s: float | None = Field(
+        None, gt=0, description="Start no new step after this many seconds of training (then evaluate and export)."
+    )
     tasks_per_step: int = Field(8, ge=1, description="Groups (tasks) per update.")
     group_size: int = Field(8, ge=2, description="Rollouts per task: the G of GRPO.")
     schedule: Literal["sync", "async"] = "sync"

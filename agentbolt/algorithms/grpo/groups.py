@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentbolt.algorithms.base import AlgorithmContext
-from agentbolt.types import Rollout, RolloutMode
+from agentbolt.types import Rollout, RolloutMode, RolloutStatus
 
 __all__ = ["Group", "GroupScheduler"]
 
@@ -107,6 +107,27 @@ class GroupScheduler:
         self._order = self._epoch_order(self.epoch)
         self.pending = [Group.from_json(g) for g in state.get("pending", [])]
 
+    async def cancel_lost(self) -> int:
+        """After :meth:`restore`: cancel the unfinished rollouts of groups a crashed run
+        started after its checkpoint (they are not in flight here, and a resumed run
+        draws their tasks again), so runners do not run them again for nothing."""
+        keep = {rid for g in self.pending for rid in g.rollout_ids}
+        unfinished = [s for s in RolloutStatus if not s.is_terminal]
+        lost, cursor = [], None
+        while True:
+            page = await self.ctx.store.query_rollouts(status=unfinished, mode=RolloutMode.TRAIN, limit=500,
+                                                       cursor=cursor)
+            for r in page.items:
+                seq = r.metadata.get("group_seq")
+                if isinstance(seq, int) and seq >= self.groups_started and r.rollout_id not in keep:
+                    lost.append(r.rollout_id)
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        for rid in lost:
+            await self.ctx.store.cancel_rollout(rid)
+        return len(lost)
+
     # ------------------------------------------------------------------ flow
     async def fill(self, version: int | None) -> int:
         """Enqueue groups until ``in_flight`` are pending; returns how many were added."""
@@ -117,7 +138,8 @@ class GroupScheduler:
             self.groups_started += 1
             rollouts = await self.ctx.enqueue(
                 [self.dataset[index]] * self.group_size, RolloutMode.TRAIN,
-                metadata={"group_id": group_id, "task_index": index, "policy_version": version},
+                metadata={"group_id": group_id, "group_seq": self.groups_started - 1, "task_index": index,
+                          "policy_version": version},
             )
             self.pending.append(Group(group_id, index, [r.rollout_id for r in rollouts], version))
             added += 1

@@ -115,7 +115,6 @@ def test_async_training_bounds_and_corrects_staleness(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("peft")
     import agentbolt
-    from algorithms.grpo.agents import byte_agent
     from agentbolt.algorithms.grpo import GRPO, GRPOConfig
     from agentbolt.algorithms.grpo.config import LoraSettings
     from agentbolt.gateway import Gateway, GatewayConfig
@@ -123,6 +122,7 @@ def test_async_training_bounds_and_corrects_staleness(tmp_path: Path) -> None:
     from agentbolt.metrics import read_jsonl
     from agentbolt.models import tiny_model
     from agentbolt.store.sqlite import SqliteStore
+    from algorithms.grpo.agents import byte_agent
 
     # rollouts call the model first, then take 0.05-1.5 s: slow groups finish after an update
     durations = [0.05, 1.5, 0.1, 1.0, 0.2, 0.6]

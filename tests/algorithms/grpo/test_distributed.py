@@ -22,7 +22,7 @@ pytest.importorskip("peft")
 if not torch.distributed.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
-from algorithms.grpo import dp_worker  # noqa: E402
+from algorithms.grpo import dp_worker
 
 WORKER = Path(dp_worker.__file__)
 
@@ -37,10 +37,11 @@ def _torchrun(mode: str, out: Path, timeout: float) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(_free_port()), str(WORKER), mode, str(out)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
 
 
+@pytest.mark.slow
 def test_two_ranks_make_the_one_process_update(tmp_path: Path) -> None:
     _torchrun("update", tmp_path, timeout=120)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]

@@ -14,17 +14,16 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from algorithms.grpo.agents import byte_agent  # noqa: E402
-
-from agentbolt.algorithms.grpo import GRPO, GRPOConfig  # noqa: E402
-from agentbolt.algorithms.grpo.config import LoraSettings  # noqa: E402
-from agentbolt.algorithms.grpo.samples import POLICY_VERSION  # noqa: E402
-from agentbolt.gateway import EngineSpec  # noqa: E402
-from agentbolt.gateway.control import RemoteGateway  # noqa: E402
-from agentbolt.metrics import read_jsonl  # noqa: E402
-from agentbolt.models import tiny_model  # noqa: E402
-from agentbolt.store.sqlite import SqliteStore  # noqa: E402
-from agentbolt.trainer import Trainer  # noqa: E402
+from agentbolt.algorithms.grpo import GRPO, GRPOConfig
+from agentbolt.algorithms.grpo.config import LoraSettings
+from agentbolt.algorithms.grpo.samples import POLICY_VERSION
+from agentbolt.gateway import EngineSpec
+from agentbolt.gateway.control import RemoteGateway
+from agentbolt.metrics import read_jsonl
+from agentbolt.models import tiny_model
+from agentbolt.store.sqlite import SqliteStore
+from agentbolt.trainer import Trainer
+from algorithms.grpo.agents import byte_agent
 
 TASKS = [{"prompt": f"task {i}"} for i in range(4)]
 

@@ -9,12 +9,14 @@ And the checkpoint files themselves: atomic, pruned, newest found.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,15 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from algorithms.grpo import resume_worker  # noqa: E402
-
-from agentbolt.algorithms.grpo import GRPO  # noqa: E402
-from agentbolt.algorithms.grpo.checkpoint import CheckpointManager  # noqa: E402
-from agentbolt.metrics import read_jsonl  # noqa: E402
+from agentbolt.algorithms.base import AlgorithmContext
+from agentbolt.algorithms.grpo import GRPO
+from agentbolt.algorithms.grpo.checkpoint import CheckpointManager
+from agentbolt.algorithms.grpo.groups import GroupScheduler
+from agentbolt.metrics import read_jsonl
+from agentbolt.store.memory import MemoryStore
+from agentbolt.store.sqlite import SqliteStore
+from agentbolt.types import AttemptStatus, RolloutStatus
+from algorithms.grpo import resume_worker
 
 PROBE = torch.tensor([[1, 40, 41, 42, 43, 2]])
 
@@ -98,8 +104,45 @@ def test_a_killed_run_resumes_at_the_step_it_lost(tmp_path: Path) -> None:
     for index, state in want.items():
         for name, value in state.items():
             torch.testing.assert_close(got[index][name], value, rtol=0, atol=0)
+    # the crashed run's step-3 rollouts were cancelled on resume, not left to be run again
+    statuses = asyncio.run(_group_statuses(db))
+    assert not [k for k in statuses if not RolloutStatus(k[1]).is_terminal], statuses
+    assert sorted(n for (_, status), n in statuses.items() if status == "succeeded") == [4] * 8
+    assert sum(n for (_, status), n in statuses.items() if status == "cancelled") == 2 * 4
     assert CheckpointManager(run_dir).latest().step == 4  # type: ignore[union-attr]
     assert CheckpointManager(run_dir).latest().state["policy_version"] == 4  # type: ignore[union-attr]
+
+
+async def _group_statuses(db: Path) -> Counter[tuple[str, str]]:
+    async with SqliteStore(db) as store:
+        rollouts = (await store.query_rollouts(limit=1000)).items
+    return Counter((r.metadata["group_id"], r.status.value) for r in rollouts)
+
+
+async def test_a_resumed_scheduler_cancels_the_groups_the_crashed_run_started_after_its_checkpoint() -> None:
+    store = MemoryStore()
+    tasks = [{"q": i} for i in range(4)]
+    crashed = GroupScheduler(AlgorithmContext(store, tasks), tasks, group_size=2, in_flight=2)
+    await crashed.fill(version=0)
+    claims = {c.rollout.rollout_id: c for c in await store.claim_rollouts("w", limit=100)}
+    done = crashed.pending[0]
+    for rid in done.rollout_ids:
+        await store.update_attempt(rid, claims[rid].attempt.attempt_id, status=AttemptStatus.SUCCEEDED)
+    await crashed.next_batch(1, version=0)
+    state = crashed.state()  # the checkpoint: one group still in flight
+    carried = crashed.pending[0]
+    await crashed.fill(version=1)  # the crashed run's next step, lost with it
+    lost = crashed.pending[1]
+
+    resumed = GroupScheduler(AlgorithmContext(store, tasks), tasks, group_size=2, in_flight=2)
+    resumed.restore(state)
+    assert await resumed.cancel_lost() == 2
+    by_id = {r.rollout_id: r.status for r in (await store.query_rollouts(limit=100)).items}
+    assert {by_id[rid] for rid in lost.rollout_ids} == {RolloutStatus.CANCELLED}
+    assert {by_id[rid] for rid in carried.rollout_ids} == {RolloutStatus.PREPARING}  # picked up, not cancelled
+    assert {by_id[rid] for rid in done.rollout_ids} == {RolloutStatus.SUCCEEDED}
+    await resumed.fill(version=1)
+    assert [g.group_id for g in resumed.pending] == [carried.group_id, lost.group_id]  # its task is drawn again
 
 
 # ---------------------------------------------------------------------- CheckpointManager
