@@ -31,6 +31,11 @@ class GatewayConfig(BaseModel):
         default=True, description="Send return_token_ids: true to engines that return token ids."
     )
     retry_after: int = Field(default=1, ge=0, description="Retry-After (s) sent with 429 while paused.")
+    pause_hold_s: float = Field(
+        default=0.0, ge=0,
+        description="While paused, hold a new call up to this long for the resume instead of answering 429 "
+        "at once (GRPO sets 60 s on a gateway of its own process: a weight swap then costs the agent no retry).",
+    )
     span_batch_size: int = Field(default=256, ge=1, description="Spans per store write.")
     span_flush_interval: float = Field(default=0.05, gt=0, description="Longest wait before spans are written (s).")
     mode_cache_size: int = Field(default=100_000, ge=1, description="Rollouts whose mode and replica are remembered.")

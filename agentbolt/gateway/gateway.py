@@ -4,8 +4,8 @@ Per call it finds the rollout's mode (cached) and forces that mode's sampling, a
 engine for token ids and logprobs, sends the call to the rollout's replica (a rollout
 sticks to one, which keeps the engine's prefix cache warm), retries engine 429/5xx and
 timeouts with backoff, and hands a record of the call to the span recorder. ``pause``
-turns new calls away with 429 while calls in flight finish (``drain`` waits for them),
-so weights can be swapped between ``pause`` and ``resume``.
+turns new calls away with 429 (or holds them up to ``pause_hold_s``) while calls in flight
+finish (``drain`` waits for them), so weights can be swapped between ``pause`` and ``resume``.
 
 The HTTP side (routes, auth, SSE framing) is in :mod:`agentbolt.gateway.routes`.
 """
@@ -160,6 +160,15 @@ class Gateway:
                 self._idle.set()
         return self._idle
 
+    async def _admit(self) -> None:
+        """:meth:`_enter`, after holding the call while paused (``pause_hold_s``)."""
+        hold = self.config.pause_hold_s
+        if self._paused and hold > 0:
+            deadline = time.monotonic() + hold
+            while self._paused and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)  # a plain flag: pause/resume may come from another thread
+        self._enter()
+
     def _enter(self) -> None:
         if self._paused:
             raise GatewayPausedError(self.config.retry_after)
@@ -238,7 +247,7 @@ class Gateway:
         """Answer a non-streaming call for an attempt; raises :class:`EngineError`
         (after retries) or :class:`GatewayPausedError`."""
         mode = await self.mode_of(rollout_id)
-        self._enter()
+        await self._admit()
         try:
             call = self._begin(kind, body, mode, rollout_id, attempt_id, stream=False)
             send = self.engine.chat_completions if kind == "chat" else self.engine.completions
@@ -262,7 +271,7 @@ class Gateway:
         """Start a streaming call: returns once the engine sent its first chunk (so an
         error before that still gets a proper status), then yields SSE bytes."""
         mode = await self.mode_of(rollout_id)
-        self._enter()
+        await self._admit()
         try:
             call = self._begin(kind, body, mode, rollout_id, attempt_id, stream=True)
             start = self.engine.stream_chat_completions if kind == "chat" else self.engine.stream_completions

@@ -22,3 +22,29 @@ def test_store_throughput_smoke_mode_reports_every_cell() -> None:
         (b, c) for b in ("memory", "sqlite", "http") for c in (1, 16)
     }
     assert all(r["rollouts_per_s"] > 0 for r in rows)
+
+
+def _json_rows(script: str, *args: str) -> list[dict]:
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke", "--json", *args],
+                         capture_output=True, text=True, timeout=300, check=True)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def test_grpo_update_smoke_mode_times_one_agentbolt_update() -> None:
+    *rows, summary = _json_rows("grpo_update.py")
+    assert [r["impl"] for r in rows] == ["agentbolt"]  # smoke mode runs without the TRL peer
+    (row,) = rows
+    assert row["model"] == "tiny" and row["reps"] == 1 and len(row["all_seconds"]) == 1
+    assert row["seconds_per_update"] > 0 and row["trained_tokens_per_s"] > 0
+    assert summary == {"peer_over_agentbolt_time": None}
+
+
+def test_async_speedup_smoke_mode_trains_both_schedules() -> None:
+    sync, async_, summary = _json_rows("async_speedup.py")
+    assert (sync["schedule"], async_["schedule"]) == ("sync", "async")
+    assert sync["steps"] == async_["steps"] == 2
+    assert async_["in_flight_groups"] > sync["in_flight_groups"]
+    assert sync["rollouts_trained"] > 0 and async_["rollouts_trained"] > 0
+    assert sync["lag_max"] == 0  # sync trains only on the current policy's tokens
+    assert async_["lag_max"] is not None and async_["lag_max"] <= 1  # bounded by max_policy_lag
+    assert summary["speedup_async_over_sync"] > 0

@@ -46,7 +46,7 @@ def test_make_dataset_is_deterministic_and_distinct(difficulty):
 def test_answers_are_what_the_question_computes(difficulty):
     for t in make_dataset(30, seed=0, difficulty=difficulty):
         numbers = [int(x) for x in re.findall(r"\d+", t["question"])]
-        assert isinstance(t["answer"], int)
+        assert isinstance(t["answer"], int) and safe_eval(t["expression"]) == t["answer"]
         assert t["answer"] >= 100  # not a one-digit mental sum: the calculator matters
         assert numbers[0] * numbers[1] in (t["answer"], *(t["answer"] + s * c for c in numbers[2:] for s in (1, -1)))
 
@@ -189,3 +189,21 @@ def test_division_results_are_shown_as_decimals():
     assert "Result: 3.5." in ep.messages()[-1]["content"]
     ep.consume("ANSWER: 3.5")
     assert ep.correct
+
+
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+def test_a_model_that_calls_correctly_and_copies_the_result_always_succeeds(difficulty):
+    for t in heldout_set(100, difficulty):
+        ep = CalcEpisode(t)
+        ep.consume(f"CALC({t['expression']})")
+        result = re.search(r"Result: (-?\d+)", ep.messages()[-1]["content"])
+        assert result is not None
+        ep.consume(f"ANSWER: {result.group(1)}")
+        assert ep.correct and reward(ep) == pytest.approx(1.0 + CALL_BONUS)
+
+
+def test_defaults_are_the_chosen_task():
+    assert calc.DEFAULT_DIFFICULTY == "multi" and calc.DEFAULT_PROTOCOL == calc.PROTOCOLS["fewshot2"]
+    assert calc.MAX_TOKENS <= 64
+    first = CalcEpisode(train_set(1)[0]).messages()
+    assert [m["role"] for m in first] == ["system", "user", "assistant", "user", "assistant", "user"]

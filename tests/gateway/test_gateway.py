@@ -294,3 +294,22 @@ def test_an_agent_leaving_mid_stream_is_recorded_and_not_left_in_flight(
         time.sleep(0.02)
     (span,) = world.spans(a.rollout_id, 1)
     assert span["attributes"]["http.response.status_code"] in (200, 499)
+
+
+def test_with_pause_hold_a_call_arriving_while_paused_waits_for_the_resume(world: GatewayWorld) -> None:
+    world.gateway.config.pause_hold_s = 30.0
+    a = world.claim()
+    assert world.admin.post("/v1/gateway/pause").json()["paused"] is True
+    results: list[int] = []
+    with world.client(a) as c:
+        held = threading.Thread(
+            target=lambda: results.append(
+                c.post("/chat/completions", json={"model": "m", "messages": MESSAGES}).status_code
+            )
+        )
+        held.start()
+        time.sleep(0.3)
+        assert not results  # neither answered nor turned away: held
+        world.admin.post("/v1/gateway/resume").raise_for_status()
+        held.join(10)
+    assert results == [200]

@@ -150,10 +150,13 @@ class GRPO(Algorithm):
         """Training calls must sample at temperature 1 without top-p/top-k: the engine's
         logprobs are those of the raw distribution, and the importance ratio needs the
         distribution the tokens were drawn from. Validation is greedy. Set on a gateway of
-        this process when its config says nothing for a mode; a contrary setting is warned about."""
+        this process when its config says nothing for a mode; a contrary setting is warned
+        about. Calls arriving during a weight swap are held rather than turned away."""
         config = getattr(getattr(control, "gateway", None), "config", None)
         if config is None:
             return
+        if config.pause_hold_s == 0:  # agents wait out a weight swap instead of getting 429s
+            config.pause_hold_s = 60.0
         for mode, forced in RL_SAMPLING.items():
             current = config.sampling.get(mode)
             if current is None:
@@ -306,6 +309,9 @@ class GRPO(Algorithm):
             new_version = None if version is None else version + 1
             version = await control.update_weights(**policy.engine_update(), version=new_version)
             values["time/sync_s"] = time.perf_counter() - t_sync
+        elif advantages.by_rollout:
+            log.warning("step %d: every rollout with signal was staler than max_policy_lag=%d: no update",
+                        step, cfg.max_policy_lag)
         else:
             log.warning("step %d: no group carried signal (all rewards equal in every group): no update", step)
         values.update({"time/sample_s": t_sampled - t0, "time/update_s": time.perf_counter() - t_update,

@@ -4,6 +4,10 @@ The loss is a mean over rollouts of per-rollout token means, so a micro-batch mu
 every sample of the rollouts it has: then its loss (a mean over its R_m rollouts) times
 R_m / R is exactly its share of the batch loss, and gradient accumulation adds up to the
 loss of the whole batch.
+
+Micro-batches follow the order of the samples, so the rollouts of one task's group —
+which start with the same prompt — tend to share one; that common prefix then goes through
+the model once (:func:`shared_prefix`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from torch import Tensor
 
 from agentbolt.algorithms.grpo.samples import Sample
 
-__all__ = ["TrainBatch", "collate", "group_by_rollout", "micro_batches"]
+__all__ = ["MIN_SHARED_PREFIX", "TrainBatch", "collate", "group_by_rollout", "micro_batches", "shared_prefix"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +35,8 @@ class TrainBatch:
     rollout_index: Tensor
     """0..R_m−1: which of this batch's rollouts each sample belongs to."""
     num_rollouts: int
+    shared_prefix: int = 0
+    """Leading tokens identical in every row and trained in none (see :func:`shared_prefix`)."""
 
     @property
     def num_tokens(self) -> int:
@@ -39,7 +45,7 @@ class TrainBatch:
     def to(self, device: torch.device) -> TrainBatch:
         return TrainBatch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.loss_mask,
                                                     self.old_logprobs, self.advantages, self.rollout_index)),
-                          num_rollouts=self.num_rollouts)
+                          num_rollouts=self.num_rollouts, shared_prefix=self.shared_prefix)
 
 
 def collate(samples: Sequence[Sample], pad_id: int = 0) -> TrainBatch:
@@ -62,7 +68,31 @@ def collate(samples: Sequence[Sample], pad_id: int = 0) -> TrainBatch:
         old[n, :L] = torch.tensor(s.logprobs, dtype=torch.float32)
         index.append(order.setdefault(s.rollout_id, len(order)))
     adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
-    return TrainBatch(ids, attn, mask, old, adv, torch.tensor(index, dtype=torch.long), len(order))
+    return TrainBatch(ids, attn, mask, old, adv, torch.tensor(index, dtype=torch.long), len(order),
+                      shared_prefix(samples))
+
+
+MIN_SHARED_PREFIX = 16
+"""Shorter common prefixes are not worth a separate forward pass."""
+
+
+def shared_prefix(samples: Sequence[Sample]) -> int:
+    """P: the rows' first P + 1 tokens are identical and untrained, so the first P can go
+    through the model once for all rows (0 when that is not worth it). The samples of one
+    task's group share their whole first prompt: the system prompt, few-shot turns, question."""
+    if len(samples) < 2:
+        return 0
+    first = samples[0].token_ids
+    lcp = min(len(s.token_ids) for s in samples)
+    for s in samples[1:]:
+        ids = s.token_ids
+        i = 0
+        while i < lcp and ids[i] == first[i]:
+            i += 1
+        lcp = i
+    first_trained = min((s.loss_mask.index(1) if 1 in s.loss_mask else len(s.loss_mask)) for s in samples)
+    P = min(lcp, first_trained) - 1
+    return P if P >= MIN_SHARED_PREFIX else 0
 
 
 def group_by_rollout(samples: Sequence[Sample]) -> list[list[Sample]]:

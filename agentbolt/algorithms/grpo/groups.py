@@ -33,9 +33,6 @@ __all__ = ["Group", "GroupScheduler"]
 
 log = logging.getLogger("agentbolt.algorithms.grpo")
 
-_POLL = 0.5
-
-
 @dataclass
 class Group:
     """G rollouts of one task."""
@@ -107,6 +104,37 @@ class GroupScheduler:
         self._order = self._epoch_order(self.epoch)
         self.pending = [Group.from_json(g) for g in state.get("pending", [])]
 
+    async def _first_complete(self, n: int) -> list[Group]:
+        """Wait (one long-poll per group, waking as each group finishes) until ``n``
+        pending groups are complete — or all of them, if fewer are pending; their
+        finished rollouts are filled in."""
+        store = self.ctx.store
+        need = min(n, len(self.pending))
+        waits = {asyncio.ensure_future(store.wait_for_rollouts(g.rollout_ids)): g for g in self.pending}
+        done_groups: list[Group] = []
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        try:
+            while len(done_groups) < need:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                done, _ = await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    raise TimeoutError(
+                        f"only {len(done_groups)} of the {need} groups needed finished within {self.timeout:g} s: "
+                        "are runners running? (GRPOConfig.rollout_timeout)"
+                    )
+                for task in done:
+                    group = waits.pop(task)
+                    finished = {r.rollout_id: r for r in task.result()}
+                    if len(finished) == len(set(group.rollout_ids)):
+                        group.rollouts = [finished[rid] for rid in group.rollout_ids]
+                        done_groups.append(group)
+        finally:
+            for task in waits:
+                task.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+        order = {g.group_id: i for i, g in enumerate(self.pending)}
+        return sorted(done_groups, key=lambda g: order[g.group_id])
+
     async def cancel_lost(self) -> int:
         """After :meth:`restore`: cancel the unfinished rollouts of groups a crashed run
         started after its checkpoint (they are not in flight here, and a resumed run
@@ -149,24 +177,8 @@ class GroupScheduler:
         """The first ``n`` groups whose rollouts have all finished (refilling the
         pipeline first); the other pending groups stay in flight."""
         await self.fill(version)
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        store = self.ctx.store
-        while True:
-            ids = [rid for g in self.pending for rid in g.rollout_ids]
-            finished = {r.rollout_id: r for r in await store.wait_for_rollouts(ids, timeout=_POLL)}
-            complete = [g for g in self.pending if all(rid in finished for rid in g.rollout_ids)]
-            if len(complete) >= n or (complete and len(complete) == len(self.pending)):
-                break
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"only {len(complete)} of the {n} groups needed finished within {self.timeout:g} s "
-                    f"({len(finished)}/{len(ids)} rollouts done): are runners running? (GRPOConfig.rollout_timeout)"
-                )
-            if len(finished) < len(ids):
-                await asyncio.sleep(0)  # wait_for_rollouts already slept up to _POLL
+        complete = await self._first_complete(n)
         taken = complete[:n]
-        for g in taken:
-            g.rollouts = [finished[rid] for rid in g.rollout_ids]
         taken_ids = {g.group_id for g in taken}
         self.pending = [g for g in self.pending if g.group_id not in taken_ids]
         return taken

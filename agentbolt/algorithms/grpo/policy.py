@@ -104,12 +104,30 @@ class Policy:
 
     # ------------------------------------------------------------------ forward
     def token_logprobs(
-        self, input_ids: Tensor, attention_mask: Tensor, *, with_entropy: bool = False
+        self, input_ids: Tensor, attention_mask: Tensor, *, with_entropy: bool = False, shared_prefix: int = 0,
+        model: Any = None,
     ) -> tuple[Tensor, Tensor | None]:
         """``[N, T]`` logprobs of each token given the ones before it (0 at t = 0), and
-        the entropy of the distribution each token was drawn from (detached) if asked."""
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
-        return shifted_logprobs(logits, input_ids, with_entropy=with_entropy)
+        the entropy of the distribution each token was drawn from (detached) if asked.
+
+        ``shared_prefix`` = P > 0: the first P tokens are the same in every row (the
+        system prompt and few-shot turns every rollout of a task starts with). They go
+        through the model once and their keys/values are shared by all rows — exact, the
+        gradient of the shared part is the sum over rows — and positions ≤ P are returned
+        as 0 (the caller passes P only when none of those tokens is trained)."""
+        model = model if model is not None else self.model
+        if shared_prefix <= 0 or input_ids.shape[0] == 1:
+            logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+            return shifted_logprobs(logits, input_ids, with_entropy=with_entropy)
+        P = shared_prefix
+        head = model(input_ids=input_ids[:1, :P], attention_mask=attention_mask[:1, :P], use_cache=True)
+        cache = getattr(head, "cache", None) or head.past_key_values
+        cache.batch_repeat_interleave(input_ids.shape[0])
+        kw = {_cache_argument(model): cache}  # `cache` since transformers 5.x, `past_key_values` before
+        tail = model(input_ids=input_ids[:, P:], attention_mask=attention_mask, use_cache=True, **kw).logits
+        lp, ent = shifted_logprobs(tail, input_ids[:, P:], with_entropy=with_entropy)
+        pad = torch.zeros_like(input_ids[:, :P], dtype=lp.dtype)
+        return torch.cat([pad, lp], dim=1), None if ent is None else torch.cat([pad, ent], dim=1)
 
     @contextlib.contextmanager
     def reference(self) -> Iterator[Any]:
@@ -124,10 +142,9 @@ class Policy:
             raise RuntimeError("full fine-tuning keeps no reference model: create the Policy with keep_reference=True "
                                "(GRPO does this when kl_coef > 0 or log_kl is set)")
 
-    def reference_logprobs(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    def reference_logprobs(self, input_ids: Tensor, attention_mask: Tensor, *, shared_prefix: int = 0) -> Tensor:
         with torch.no_grad(), self.reference() as ref:
-            logits = ref(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
-            return shifted_logprobs(logits, input_ids)[0]
+            return self.token_logprobs(input_ids, attention_mask, shared_prefix=shared_prefix, model=ref)[0]
 
     # ------------------------------------------------------------------ weights out
     def engine_update(self) -> dict[str, Any]:
@@ -196,6 +213,13 @@ def shifted_logprobs(logits: Tensor, input_ids: Tensor, *, with_entropy: bool = 
             ent = lse - (p * logits).sum(-1)
             entropy = torch.cat([zero, ent], dim=1)
     return torch.cat([zero, lp], dim=1), entropy
+
+
+def _cache_argument(model: Any) -> str:
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 def _is_peft(model: Any) -> bool:

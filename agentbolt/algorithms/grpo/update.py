@@ -110,7 +110,8 @@ class PolicyUpdate:
             self.optimizer.zero_grad(set_to_none=False)
             last = epoch == cfg.ppo_epochs - 1
             for batch, (prox, ref) in zip(batches, extras, strict=True):
-                lp, ent = policy.token_logprobs(batch.input_ids, batch.attention_mask, with_entropy=last)
+                lp, ent = policy.token_logprobs(batch.input_ids, batch.attention_mask, with_entropy=last,
+                                                shared_prefix=batch.shared_prefix)
                 out = grpo_loss(lp, batch.old_logprobs, batch.advantages, batch.loss_mask, batch.rollout_index,
                                 prox_logprobs=prox, ref_logprobs=ref, entropy=ent, eps_low=cfg.eps_low,
                                 eps_high=cfg.eps_high, is_cap=cfg.is_cap, kl_coef=cfg.kl_coef)
@@ -134,9 +135,11 @@ class PolicyUpdate:
         prox = ref = None
         if stale_rows:
             with torch.no_grad():
-                prox = self.policy.token_logprobs(batch.input_ids, batch.attention_mask)[0]
+                prox = self.policy.token_logprobs(batch.input_ids, batch.attention_mask,
+                                                  shared_prefix=batch.shared_prefix)[0]
         if want_ref:
-            ref = self.policy.reference_logprobs(batch.input_ids, batch.attention_mask)
+            ref = self.policy.reference_logprobs(batch.input_ids, batch.attention_mask,
+                                                 shared_prefix=batch.shared_prefix)
         return prox, ref
 
 

@@ -123,3 +123,61 @@ def test_engine_update_carries_the_adapter_and_its_scale() -> None:
     assert update["lora"] and all(".lora_" in k for k in update["lora"])
     full = _policy(lora=False).engine_update()
     assert "state_dict" in full and "model.embed_tokens.weight" in full["state_dict"]
+
+
+def _group(policy: Policy, prompt_len: int = 24) -> list[Sample]:
+    prompt = list(range(40, 40 + prompt_len))
+    return [
+        _sample(policy, "g1", prompt, [7, 8, 9], 1.0),
+        _sample(policy, "g2", prompt, [7, 10], -0.5),
+        _sample(policy, "g3", prompt + [3, 3, 3, 3], [11, 12, 13, 14], -0.5),
+    ]
+
+
+@pytest.mark.parametrize("lora", [True, False])
+def test_a_shared_prompt_goes_through_the_model_once_with_the_same_logprobs_and_gradients(lora: bool) -> None:
+    from agentbolt.algorithms.grpo.batch import collate, shared_prefix
+
+    policy = _policy(lora)
+    samples = _group(policy)
+    assert shared_prefix(samples) == 23  # 24 common prompt tokens; the last one stays in every row's own part
+    batch = collate(samples, policy.pad_id)
+    grads = []
+    for P in (0, batch.shared_prefix):
+        policy.model.zero_grad()
+        lp, ent = policy.token_logprobs(batch.input_ids, batch.attention_mask, with_entropy=True, shared_prefix=P)
+        ((lp * batch.loss_mask).sum() + 0.0).backward()
+        grads.append([p.grad.clone() for p in policy.trainable_parameters()])
+        masked = (lp * batch.loss_mask).detach()
+        if P == 0:
+            reference = masked
+        else:
+            torch.testing.assert_close(masked, reference, rtol=1e-4, atol=1e-5)
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-6)
+
+
+def test_no_shared_prefix_when_prompts_differ_early_or_a_row_is_alone() -> None:
+    from agentbolt.algorithms.grpo.batch import shared_prefix
+
+    policy = _policy()
+    assert shared_prefix(_group(policy)[:1]) == 0
+    assert shared_prefix(_batch(policy)) == 0
+
+
+def test_export_writes_a_hugging_face_model_with_the_adapter_merged(tmp_path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    policy = _policy()
+    samples = _batch(policy)
+    PolicyUpdate(policy, GRPOConfig(learning_rate=5e-2, max_grad_norm=None)).step(samples, current_version=0)
+    out = policy.export(tmp_path / "model")
+    loaded = AutoModelForCausalLM.from_pretrained(out).eval()
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        mine = policy.model(input_ids=ids).logits
+        theirs = loaded(input_ids=ids).logits
+        base = policy.reference_logprobs(ids, torch.ones_like(ids))
+    torch.testing.assert_close(theirs, mine, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(base, policy.token_logprobs(ids, torch.ones_like(ids))[0].detach())  # it did train
+    assert (out / "tokenizer.json").is_file() and not (out / "adapter_config.json").exists()
