@@ -147,6 +147,9 @@ class Trainer:
             return await result if inspect.isawaitable(result) else result
 
         _ensure_log_output()
+        configure = getattr(self.algorithm, "configure_gateway", None)
+        if configure is not None and self.gateway is not None:  # e.g. GRPO: RL sampling per mode
+            configure(self.gateway.config)
         extra = {"gateway": self.gateway} if self.gateway is not None else {}  # strategies of others may lack it
         return await self.strategy.execute(main, spec, n_runners=self.n_runners, store=self.store, **extra)
 

@@ -108,3 +108,7 @@ class Algorithm(abc.ABC):
     @abc.abstractmethod
     async def run(self, ctx: AlgorithmContext) -> Any:
         """Drive training (or evaluation) through ``ctx.store``."""
+
+    def configure_gateway(self, config: Any) -> None:  # noqa: B027 - optional hook, empty by default
+        """Adjust the run's :class:`~agentbolt.gateway.GatewayConfig` (sampling forced per
+        mode, ...) before the trainer starts its gateway. Nothing by default."""

@@ -135,6 +135,7 @@ class _Lanes:
         self._free: list[httpx.AsyncClient] = []
         self._all: list[httpx.AsyncClient] = []
         self._slots = asyncio.Semaphore(size)
+        self._closing: set[asyncio.Task[None]] = set()
 
     @contextlib.asynccontextmanager
     async def lease(self) -> AsyncIterator[httpx.AsyncClient]:
@@ -146,8 +147,16 @@ class _Lanes:
                 self._all.append(client)
             try:
                 yield client
-            finally:
-                self._free.append(client)
+            except BaseException:
+                # a request cut short (cancelled long-poll, transport error) can leave the
+                # client's one connection marked busy, and httpcore would never lend it
+                # again (PoolTimeout on every later request): drop the client instead
+                self._all.remove(client)
+                task = asyncio.ensure_future(client.aclose())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+                raise
+            self._free.append(client)
 
     async def aclose(self) -> None:
         clients, self._all, self._free = self._all, [], []

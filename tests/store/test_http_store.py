@@ -496,3 +496,26 @@ async def test_resources_workers_stats_and_deadlines(server: tuple[str, FlakyApp
         assert [w.worker_id for w in await store.query_workers()] == ["w1"]
         assert await store.check_deadlines() == 0
         assert (await store.stats()).latest_resources_version == 2
+
+
+async def test_cancelled_long_polls_do_not_leave_dead_connections_behind() -> None:
+    """A caller that waits on many rollouts at once and cancels the waits it no longer
+    needs (GRPO's async schedule does, every step) must not poison the client's
+    connections: later requests are answered, not stuck on a busy connection."""
+    from agentbolt.server.testing import serve_in_thread
+
+    with serve_in_thread(MemoryStore()) as url:
+        async with HttpStore(url, max_connections=64, timeout=3, max_retries=0) as store:
+            for _ in range(20):
+                rollouts = [await store.enqueue_rollout({"x": i}) for i in range(16)]
+                waits = [asyncio.ensure_future(store.wait_for_rollouts([r.rollout_id])) for r in rollouts]
+                await asyncio.sleep(0.05)
+                for r in rollouts[:8]:
+                    await store.cancel_rollout(r.rollout_id)
+                for w in waits:
+                    w.cancel()
+                await asyncio.gather(*waits, return_exceptions=True)
+                got = await asyncio.wait_for(
+                    asyncio.gather(*(store.get_rollout(r.rollout_id) for r in rollouts * 4)), timeout=10
+                )
+                assert len(got) == 64

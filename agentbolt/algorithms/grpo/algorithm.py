@@ -145,16 +145,15 @@ class GRPO(Algorithm):
             "Trainer(algorithm=GRPO(...), gateway=EngineSpec(kind='transformers', path='smollm2'))"
         )
 
-    @staticmethod
-    def _ensure_sampling(control: Any) -> None:
-        """Training calls must sample at temperature 1 without top-p/top-k: the engine's
+    def configure_gateway(self, config: Any) -> None:
+        """Adjust the run's :class:`~agentbolt.gateway.GatewayConfig` before the gateway
+        starts (``Trainer`` calls this, wherever the gateway will run).
+
+        Training calls must sample at temperature 1 without top-p/top-k: the engine's
         logprobs are those of the raw distribution, and the importance ratio needs the
-        distribution the tokens were drawn from. Validation is greedy. Set on a gateway of
-        this process when its config says nothing for a mode; a contrary setting is warned
-        about. Calls arriving during a weight swap are held rather than turned away."""
-        config = getattr(getattr(control, "gateway", None), "config", None)
-        if config is None:
-            return
+        distribution the tokens were drawn from. Validation is greedy. Set for each mode
+        the config says nothing about; a contrary training setting is warned about. Calls
+        arriving during a weight swap are held rather than turned away."""
         if config.pause_hold_s == 0:  # agents wait out a weight swap instead of getting 429s
             config.pause_hold_s = 60.0
         for mode, forced in RL_SAMPLING.items():
@@ -164,6 +163,13 @@ class GRPO(Algorithm):
             elif mode == "train" and any(current.get(k, v) != v for k, v in forced.items()):
                 log.warning("the gateway forces %s on training calls; GRPO's importance ratios assume %s "
                             "(sampling-time logprobs are those of the untempered distribution)", current, forced)
+
+    def _ensure_sampling(self, control: Any) -> None:
+        """:meth:`configure_gateway` on a gateway of this process that was not set up by
+        the trainer (a remote gateway keeps the settings it was started with)."""
+        config = getattr(getattr(control, "gateway", None), "config", None)
+        if config is not None:
+            self.configure_gateway(config)
 
     async def _ensure_llm(self, ctx: AlgorithmContext) -> None:
         """Publish ``llm = gateway_llm()`` when no LLM resource exists, so agents call the gateway."""
@@ -234,7 +240,7 @@ class GRPO(Algorithm):
                             checkpoints.save, step, policy.trainable_state(), update.state_dict(),
                             {"policy_version": version, "scheduler": scheduler.state(), "run_id": run_id},
                         )
-                    progress(values)
+                    progress(step, values)
             result.steps = step
             result.policy_version = version
             if cfg.eval_after and ctx.val_dataset:
@@ -348,7 +354,7 @@ class GRPO(Algorithm):
     @contextlib.contextmanager
     def _progress(self, total: int, done: int) -> Any:
         if not self.config.progress or not dist.is_main():
-            yield lambda values: None
+            yield lambda step, values: None
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -356,9 +362,9 @@ class GRPO(Algorithm):
                       TimeRemainingColumn(), TextColumn("{task.description}"), console=self.console) as bar:
             task = bar.add_task("", total=total, completed=done)
 
-            def advance(values: dict[str, Any]) -> None:
+            def advance(step: int, values: dict[str, Any]) -> None:
                 bar.update(task, advance=1, description=_describe(values))
-                log.info("step %s: %s", values.get("policy_version"), _describe(values))
+                log.info("step %d (policy version %s): %s", step, values.get("policy_version"), _describe(values))
 
             yield advance
 
