@@ -75,6 +75,10 @@ class GatewayControl(abc.ABC):
         engine that cannot load weights.
         """
 
+    async def flush(self) -> None:
+        """Wait until the spans of finished calls are in the store. A gateway in another
+        process writes them within its flush interval; readers wait for that."""
+
     async def aclose(self) -> None:
         """Release connections. Idempotent."""
 
@@ -101,6 +105,9 @@ class LocalGatewayControl(GatewayControl):
 
     async def policy_version(self) -> int | None:
         return self.gateway.engine.policy_version
+
+    async def flush(self) -> None:
+        await self.gateway.flush()
 
     async def drain(self, timeout: float) -> None:
         """Wait until no call is in flight (seen twice, a poll apart: a call that passed the

@@ -164,13 +164,6 @@ class GRPO(Algorithm):
                 log.warning("the gateway forces %s on training calls; GRPO's importance ratios assume %s "
                             "(sampling-time logprobs are those of the untempered distribution)", current, forced)
 
-    def _ensure_sampling(self, control: Any) -> None:
-        """:meth:`configure_gateway` on a gateway of this process that was not set up by
-        the trainer (a remote gateway keeps the settings it was started with)."""
-        config = getattr(getattr(control, "gateway", None), "config", None)
-        if config is not None:
-            self.configure_gateway(config)
-
     async def _ensure_llm(self, ctx: AlgorithmContext) -> None:
         """Publish ``llm = gateway_llm()`` when no LLM resource exists, so agents call the gateway."""
         from agentbolt.runner.gateway_llm import gateway_llm
@@ -191,7 +184,6 @@ class GRPO(Algorithm):
         cfg = self.config
         t_start = time.perf_counter()
         control = self._control(ctx)
-        self._ensure_sampling(control)
         run_dir = Path(cfg.run_dir or f"runs/grpo-{time.strftime('%Y%m%d-%H%M%S')}")
         run_dir.mkdir(parents=True, exist_ok=True)
         run_id = cfg.run_name or run_dir.name
@@ -205,7 +197,7 @@ class GRPO(Algorithm):
         await self._ensure_llm(ctx)
         result = GRPOResult(steps=0, policy_version=None, run_dir=run_dir)
         step = 0
-        version = await _served_version(control)
+        version = await control.policy_version() or 0
         found = checkpoints.latest() if cfg.resume else None
         if found is not None:
             policy.load_trainable_state(found.weights)
@@ -289,7 +281,7 @@ class GRPO(Algorithm):
         t0 = time.perf_counter()
         groups = await scheduler.next_batch(cfg.tasks_per_step, version)
         t_sampled = time.perf_counter()
-        await _flush(control)
+        await control.flush()
         batch = await self._collect(ctx, groups)
         values: dict[str, Any] = {"policy_version": version, **batch.metrics(cfg.success_threshold)}
         advantages = compute_advantages(batch.members, scale_std=cfg.scale_std, leave_one_out=cfg.leave_one_out)
@@ -407,24 +399,6 @@ async def _rollout_samples(ctx: AlgorithmContext, rollout_id: str, patience: flo
         if time.monotonic() > deadline:
             return None
         await asyncio.sleep(0.1)
-
-
-async def _flush(control: Any) -> None:
-    """Make sure the gateway's spans of finished calls are in the store (a gateway in this
-    process; a remote one writes within its flush interval, which the reader waits for)."""
-    gateway = getattr(control, "gateway", None)
-    flush = getattr(gateway, "flush", None) or getattr(control, "flush", None)
-    if flush is not None:
-        await flush()
-
-
-async def _served_version(control: Any) -> int | None:
-    version = getattr(control, "policy_version", None)
-    if callable(version):
-        version = version()
-    if asyncio.iscoroutine(version):
-        version = await version
-    return version if isinstance(version, int) else 0
 
 
 async def _cancel_pending(ctx: AlgorithmContext, scheduler: GroupScheduler) -> None:

@@ -97,11 +97,14 @@ class PolicyUpdate:
             raise ValueError("no sample has a trained token: nothing to update on")
         R = len(rollouts)
         mine = [s for r in dist.shard(rollouts) for s in r]
-        batches = [collate(mb, policy.pad_id).to(policy.device) for mb in micro_batches(mine, cfg.micro_batch_tokens)] \
-            if mine else []
-        stale = _is_stale(mine, current_version)
+        groups = micro_batches(mine, cfg.micro_batch_tokens) if mine else []
+        batches = [collate(mb, policy.pad_id).to(policy.device) for mb in groups]
+        stale = {id(s) for s in mine if _is_stale(s, current_version)}
         want_ref = cfg.kl_coef > 0 or cfg.log_kl
-        extras = [self._extras(b, stale_rows, want_ref) for b, stale_rows in zip(batches, _split_stale(batches, mine, stale, cfg), strict=True)]
+        # π_prox for micro-batches holding a sample of an older policy; with several passes
+        # the policy moves between them, so always
+        extras = [self._extras(b, cfg.ppo_epochs > 1 or any(id(s) in stale for s in mb), want_ref)
+                  for b, mb in zip(batches, groups, strict=True)]
 
         totals = _Totals()
         grad_norm = 0.0
@@ -129,7 +132,7 @@ class PolicyUpdate:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.steps += 1
-        return totals.stats(R, grad_norm, time.perf_counter() - t0, sum(stale))
+        return totals.stats(R, grad_norm, time.perf_counter() - t0, len(stale))
 
     def _extras(self, batch: TrainBatch, stale_rows: bool, want_ref: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         prox = ref = None
@@ -143,20 +146,9 @@ class PolicyUpdate:
         return prox, ref
 
 
-def _is_stale(samples: Sequence[Sample], version: int | None) -> list[bool]:
-    if version is None:
-        return [False] * len(samples)
-    return [s.oldest_version is not None and s.oldest_version < version for s in samples]
-
-
-def _split_stale(batches: list[TrainBatch], samples: Sequence[Sample], stale: list[bool], cfg: GRPOConfig) -> list[bool]:
-    """Per micro-batch: does it hold a sample of an older policy (then it gets prox logprobs)?
-    With several passes the policy moves between them, so prox logprobs are always used."""
-    flags = dict(zip((id(s) for s in samples), stale, strict=True))
-    out = []
-    for mb in micro_batches(samples, cfg.micro_batch_tokens) if batches else []:
-        out.append(cfg.ppo_epochs > 1 or any(flags[id(s)] for s in mb))
-    return out
+def _is_stale(sample: Sample, version: int | None) -> bool:
+    """Was ``sample`` drawn by a policy older than ``version``?"""
+    return version is not None and sample.oldest_version is not None and sample.oldest_version < version
 
 
 class _Totals:
