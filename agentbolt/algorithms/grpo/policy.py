@@ -151,13 +151,11 @@ class Policy:
         """Keyword arguments for ``engine.update_weights``: the adapter and its scale,
         or the full state dict (CPU copies, safe to hand to another thread)."""
         if self.lora:
-            from peft import get_peft_model_state_dict
+            from agentbolt.gateway.local.weights import lora_from
 
-            cfg = self.model.peft_config[_adapter_name(self.model)]
-            scale = cfg.lora_alpha / (cfg.r**0.5 if getattr(cfg, "use_rslora", False) else cfg.r)
-            state = get_peft_model_state_dict(self.model)
+            state, scale = lora_from(self.model, None)  # the adapter and alpha / r, as the engine reads them
             return {"lora": {k: v.detach().to("cpu", torch.float32, copy=True) for k, v in state.items()},
-                    "lora_scale": float(scale)}
+                    "lora_scale": scale}
         return {"state_dict": {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}}
 
     def trainable_state(self) -> dict[str, Tensor]:
@@ -224,11 +222,6 @@ def _cache_argument(model: Any) -> str:
 
 def _is_peft(model: Any) -> bool:
     return hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
-
-
-def _adapter_name(model: Any) -> str:
-    name = getattr(model, "active_adapter", "default")
-    return name[0] if isinstance(name, list) else name
 
 
 def _with_lora(model: Any, lora: LoraSettings) -> Any:
