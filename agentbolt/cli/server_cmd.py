@@ -55,6 +55,16 @@ def server(
         float, typer.Option("--max-body-mb", min=0.001, help="Largest request body accepted, in MiB.")
     ] = 16.0,
     log_level: Annotated[LogLevel, typer.Option("--log-level", help="Server log level.")] = LogLevel.INFO,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            metavar="ORIGIN",
+            help="Browser origin allowed to call the API, e.g. https://dash.example:8080 for a dashboard "
+            "served elsewhere (repeat for several). The dashboard at / needs none.",
+            show_default=False,
+        ),
+    ] = None,
     engine: Annotated[
         EngineKind | None,
         typer.Option(
@@ -145,6 +155,7 @@ def server(
             max_body_bytes=int(max_body_mb * 1024 * 1024),
             log_level=log_level.value,
             gateway=gateway,
+            cors_origins=cors_origin or (),
         )
     except KeyboardInterrupt:
         return

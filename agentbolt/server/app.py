@@ -15,7 +15,7 @@ import ipaddress
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import agentbolt
 from agentbolt.server.auth import AuthMiddleware
+from agentbolt.server.dashboard_static import DashboardMiddleware
 from agentbolt.server.errors import (
     ErrorGuardMiddleware,
     error_response,
@@ -212,6 +213,7 @@ def create_app(
     deadline_check: bool = True,
     gateway: Gateway | None = None,
     max_weights_bytes: int = DEFAULT_MAX_WEIGHTS_BYTES,
+    cors_origins: Sequence[str] = (),
 ) -> FastAPI:
     """The HTTP API over ``store``.
 
@@ -222,6 +224,9 @@ def create_app(
     ``gateway`` — mount this OpenAI-compatible model gateway (see ``docs/gateway.md``):
     it records into ``store`` and starts and stops with the app. ``max_weights_bytes`` —
     the body limit of the gateway's weight-update route (model weights are large).
+    ``cors_origins`` — browser origins (``https://host:port``) allowed to call the API,
+    e.g. a dashboard served elsewhere; none by default. The web dashboard itself is
+    served at ``/`` (see :mod:`agentbolt.server.dashboard_static`).
     """
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
@@ -272,9 +277,20 @@ def create_app(
     install_exception_handlers(app)
     # add_middleware wraps: the last added runs first.
     app.add_middleware(AuthMiddleware, admin_token=admin_token, secret=ctx.secret)
+    app.add_middleware(DashboardMiddleware)  # the dashboard's files need no token
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes, max_weights_bytes=max_weights_bytes)
     app.add_middleware(ErrorGuardMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    if cors_origins:  # outermost: preflights carry no token, and errors need the CORS headers too
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST", "PATCH", "PUT", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            max_age=600,
+        )
     app.openapi = lambda: _openapi_with_extras(app)  # type: ignore[method-assign]
     return app
 
@@ -314,6 +330,7 @@ def run_server(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     log_level: str = "info",
     gateway: GatewaySpec | Gateway | None = None,
+    cors_origins: Sequence[str] = (),
 ) -> None:
     """Serve the store at ``store_url`` on ``host:port`` until interrupted (blocks).
 
@@ -321,6 +338,7 @@ def run_server(
     then refuses to listen anywhere but loopback. ``gateway`` — mount a model gateway:
     a :class:`~agentbolt.gateway.GatewaySpec` is built here, before the server listens
     (a local model is loaded first), so a process can be told which engine to serve.
+    ``cors_origins`` — browser origins allowed to call the API (a dashboard served elsewhere).
     """
     import uvicorn
 
@@ -338,7 +356,13 @@ def run_server(
         if isinstance(gateway, GatewaySpec):  # built here, in the server's process
             logger.info("starting the gateway: %s", gateway.engine.describe())
             gateway = gateway.build()
-    app = create_app(open_store(store_url), admin_token=admin_token, max_body_bytes=max_body_bytes, gateway=gateway)
+    app = create_app(
+        open_store(store_url),
+        admin_token=admin_token,
+        max_body_bytes=max_body_bytes,
+        gateway=gateway,
+        cors_origins=cors_origins,
+    )
     config = uvicorn.Config(
         app,
         host=host,

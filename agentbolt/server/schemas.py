@@ -31,6 +31,8 @@ __all__ = [
     "Health",
     "EnqueueRequest",
     "RolloutQuery",
+    "RolloutCountQuery",
+    "RolloutCount",
     "RolloutPatch",
     "WaitRequest",
     "ClaimRequest",
@@ -92,10 +94,26 @@ class RolloutQuery(_Body):
     status: list[RolloutStatus] | None = None
     mode: RolloutMode | None = None
     rollout_ids: list[str] | None = Field(default=None, max_length=100_000)
+    search: str | None = Field(
+        default=None, max_length=200, description="Substring of the id or the input's JSON (ASCII case ignored)."
+    )
     sort_by: str = "created_at"
     descending: bool = False
     limit: int = Field(default=100, ge=1, le=10_000)
     cursor: str | None = Field(default=None, max_length=10_000)
+
+
+class RolloutCountQuery(_Body):
+    """Filters of ``count_rollouts``."""
+
+    status: list[RolloutStatus] | None = None
+    mode: RolloutMode | None = None
+    search: str | None = Field(default=None, max_length=200)
+    cap: int | None = Field(default=None, ge=1, description="Stop counting here: the answer is min(count, cap).")
+
+
+class RolloutCount(_Body):
+    count: int
 
 
 class RolloutPatch(_Body):

@@ -92,12 +92,45 @@ class Store(abc.ABC):
         status: Sequence[RolloutStatus] | None = None,
         mode: RolloutMode | None = None,
         rollout_ids: Sequence[str] | None = None,
+        search: str | None = None,
         sort_by: str = "created_at",
         descending: bool = False,
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page[Rollout]:
-        """Rollouts matching all given filters, one page at a time (keyset cursor)."""
+        """Rollouts matching all given filters, one page at a time (keyset cursor).
+
+        ``search`` keeps rollouts whose id or input (as compact JSON) contains it,
+        ignoring ASCII case (see :mod:`agentbolt.store.search`). ``sort_by`` is one of
+        :data:`~agentbolt.store.pagination.ROLLOUT_SORT_KEYS`; ties are broken by id
+        (by enqueue order for ``created_at``)."""
+
+    @abc.abstractmethod
+    async def count_rollouts(
+        self,
+        *,
+        status: Sequence[RolloutStatus] | None = None,
+        mode: RolloutMode | None = None,
+        search: str | None = None,
+        cap: int | None = None,
+    ) -> int:
+        """How many rollouts match the filters (the same as :meth:`query_rollouts`).
+        With ``cap``, counting stops there: the answer is ``min(count, cap)``, so a
+        count over a large store with a slow filter (search) stays bounded."""
+
+    async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> dict[str, Attempt]:
+        """The latest attempt of each listed rollout that has one, by rollout id
+        (unknown ids and rollouts never claimed are left out). Backends override this
+        with one query; this default reads rollout by rollout."""
+        out: dict[str, Attempt] = {}
+        for rid in dict.fromkeys(rollout_ids):
+            try:
+                rollout = await self.get_rollout(rid)
+                if rollout.latest_attempt_id is not None:
+                    out[rid] = await self.get_attempt(rid, rollout.latest_attempt_id)
+            except NotFoundError:
+                continue
+        return out
 
     @abc.abstractmethod
     async def update_rollout(

@@ -369,12 +369,13 @@ class HttpStore(Store):
         status: Sequence[RolloutStatus] | None = None,
         mode: RolloutMode | None = None,
         rollout_ids: Sequence[str] | None = None,
+        search: str | None = None,
         sort_by: str = "created_at",
         descending: bool = False,
         limit: int = 100,
         cursor: str | None = None,
     ) -> Page[Rollout]:
-        body = {
+        body: dict[str, Any] = {
             "status": None if status is None else list(status),
             "mode": mode,
             "rollout_ids": None if rollout_ids is None else list(rollout_ids),
@@ -383,7 +384,21 @@ class HttpStore(Store):
             "limit": limit,
             "cursor": cursor,
         }
+        if search is not None:  # only when used: older servers do not know the field
+            body["search"] = search
         return _ROLLOUT_PAGE.validate_python(await self._request("POST", "/v1/rollouts/query", body))
+
+    async def count_rollouts(
+        self,
+        *,
+        status: Sequence[RolloutStatus] | None = None,
+        mode: RolloutMode | None = None,
+        search: str | None = None,
+        cap: int | None = None,
+    ) -> int:
+        body = {"status": None if status is None else list(status), "mode": mode, "search": search, "cap": cap}
+        answer = await self._request("POST", "/v1/rollouts/count", body)
+        return int(answer["count"])
 
     async def update_rollout(
         self,

@@ -14,11 +14,23 @@ from typing import Any
 
 from agentbolt import semconv
 from agentbolt.store import lifecycle
+from agentbolt.store import search as search_rules
 from agentbolt.store.base import Store
-from agentbolt.store.errors import InvalidTransitionError, NotFoundError
+from agentbolt.store.errors import (
+    InvalidRequestError,
+    InvalidTransitionError,
+    NotFoundError,
+)
 from agentbolt.store.metric_records import merge_record
 from agentbolt.store.notify import ChangeNotifier
-from agentbolt.store.pagination import check_limit, check_sort_key, decode_cursor, encode_cursor, sort_tuple
+from agentbolt.store.pagination import (
+    check_cap,
+    check_limit,
+    check_sort_key,
+    decode_cursor,
+    encode_cursor,
+    sort_tuple,
+)
 from agentbolt.types import (
     Attempt,
     AttemptStatus,
@@ -54,6 +66,7 @@ class MemoryStore(Store):
         self._seq = itertools.count()
         self._rollouts: dict[str, Rollout] = {}
         self._rollout_seq: dict[str, int] = {}
+        self._search_texts: dict[str, str] = {}  # rollout id -> folded input JSON
         self._queue: list[tuple[int, str]] = []  # heap of (seq, rollout_id), lazily cleaned
         self._attempts: dict[str, Attempt] = {}
         self._attempts_by_rollout: dict[str, list[str]] = {}
@@ -174,12 +187,41 @@ class MemoryStore(Store):
         with self._lock:
             return self._rollout(rollout_id).model_copy(deep=True)
 
+    def _search_text(self, r: Rollout) -> str:
+        """The rollout's input as folded JSON text, made once (inputs never change)."""
+        text = self._search_texts.get(r.rollout_id)
+        if text is None:
+            text = self._search_texts[r.rollout_id] = search_rules.fold(search_rules.input_text(r.input))
+        return text
+
+    def _matching(
+        self,
+        status: Sequence[RolloutStatus] | None,
+        mode: RolloutMode | None,
+        rollout_ids: Sequence[str] | None,
+        needle: str | None,
+    ) -> list[Rollout]:
+        """The rollouts passing every filter (call with the lock held)."""
+        if rollout_ids is not None:
+            pool = [self._rollouts[r] for r in dict.fromkeys(rollout_ids) if r in self._rollouts]
+        else:
+            pool = list(self._rollouts.values())
+        statuses = set(status) if status else None
+        return [
+            r
+            for r in pool
+            if (statuses is None or r.status in statuses)
+            and (mode is None or r.mode == mode)
+            and (needle is None or search_rules.matches(needle, r.rollout_id, self._search_text(r)))
+        ]
+
     async def query_rollouts(
         self,
         *,
         status: Sequence[RolloutStatus] | None = None,
         mode: RolloutMode | None = None,
         rollout_ids: Sequence[str] | None = None,
+        search: str | None = None,
         sort_by: str = "created_at",
         descending: bool = False,
         limit: int = 100,
@@ -187,20 +229,19 @@ class MemoryStore(Store):
     ) -> Page[Rollout]:
         check_sort_key(sort_by)
         check_limit(limit)
+        needle = search_rules.search_needle(search)
         after = decode_cursor(cursor) if cursor else None
         await self._maybe_check_deadlines()
         with self._lock:
-            if rollout_ids is not None:
-                pool = [self._rollouts[r] for r in dict.fromkeys(rollout_ids) if r in self._rollouts]
-            else:
-                pool = list(self._rollouts.values())
-            statuses = set(status) if status else None
-            rows = [r for r in pool if (statuses is None or r.status in statuses) and (mode is None or r.mode == mode)]
+            rows = self._matching(status, mode, rollout_ids, needle)
 
             def key(r: Rollout) -> tuple[int, Any, str]:
                 if sort_by == "created_at":
                     # enqueue order breaks ties among equal timestamps
                     return sort_tuple((r.created_at, self._rollout_seq[r.rollout_id]), r.rollout_id)
+                if sort_by == "duration":
+                    ended = r.end_time is not None and r.start_time is not None
+                    return sort_tuple(r.end_time - r.start_time if ended else None, r.rollout_id)  # type: ignore[operator]
                 return sort_tuple(getattr(r, sort_by), r.rollout_id)
 
             rows.sort(key=key, reverse=descending)
@@ -209,7 +250,12 @@ class MemoryStore(Store):
                 if sort_by == "created_at" and isinstance(value, list):
                     value = tuple(value)
                 pivot = sort_tuple(value, rid)
-                rows = [r for r in rows if (key(r) < pivot if descending else key(r) > pivot)]
+                try:
+                    rows = [r for r in rows if (key(r) < pivot if descending else key(r) > pivot)]
+                except TypeError:
+                    raise InvalidRequestError(
+                        "invalid cursor for this query: pass back a next_cursor from the same query"
+                    ) from None
             page = rows[:limit]
             next_cursor = None
             if len(rows) > limit:
@@ -217,6 +263,30 @@ class MemoryStore(Store):
                 v = key(last)
                 next_cursor = encode_cursor(None if v[0] == 0 else v[1], last.rollout_id)
             return Page[Rollout](items=[r.model_copy(deep=True) for r in page], next_cursor=next_cursor)
+
+    async def count_rollouts(
+        self,
+        *,
+        status: Sequence[RolloutStatus] | None = None,
+        mode: RolloutMode | None = None,
+        search: str | None = None,
+        cap: int | None = None,
+    ) -> int:
+        check_cap(cap)
+        needle = search_rules.search_needle(search)
+        await self._maybe_check_deadlines()
+        with self._lock:
+            n = len(self._matching(status, mode, None, needle))
+        return n if cap is None else min(n, cap)
+
+    async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> dict[str, Attempt]:
+        with self._lock:
+            out: dict[str, Attempt] = {}
+            for rid in dict.fromkeys(rollout_ids):
+                r = self._rollouts.get(rid)
+                if r is not None and r.latest_attempt_id is not None:
+                    out[rid] = self._attempts[r.latest_attempt_id].model_copy(deep=True)
+            return out
 
     async def update_rollout(
         self,

@@ -14,7 +14,18 @@ import orjson
 
 from agentbolt.store.errors import InvalidRequestError
 
-ROLLOUT_SORT_KEYS = ("created_at", "updated_at", "rollout_id", "reward")
+ROLLOUT_SORT_KEYS = (
+    "created_at",
+    "updated_at",
+    "rollout_id",
+    "reward",
+    "start_time",
+    "end_time",
+    "duration",
+    "attempt_count",
+)
+"""Keys rollouts can be sorted by. ``duration`` is ``end_time - start_time`` (None until
+the rollout has finished); None sorts before every value."""
 
 
 def encode_cursor(sort_value: Any, item_id: str) -> str:
@@ -46,3 +57,8 @@ def check_limit(limit: int, maximum: int = 10_000) -> None:
 def sort_tuple(value: Any, item_id: str) -> tuple[int, Any, str]:
     """Order used everywhere: None sorts before any value, ties broken by id."""
     return (0, 0, item_id) if value is None else (1, value, item_id)
+
+
+def check_cap(cap: int | None) -> None:
+    if cap is not None and cap < 1:
+        raise InvalidRequestError(f"cap must be at least 1 (or None for an exact count), got {cap}")

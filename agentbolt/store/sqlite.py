@@ -37,8 +37,19 @@ from agentbolt.store import sqlite_writes as writes
 from agentbolt.store.base import Store
 from agentbolt.store.errors import InvalidRequestError, StoreUnavailableError
 from agentbolt.store.notify import ChangeNotifier
-from agentbolt.store.pagination import check_limit, check_sort_key, decode_cursor
-from agentbolt.store.sqlite_engine import GroupCommitWriter, ReaderPool, WriteOp, WriteTx
+from agentbolt.store.pagination import (
+    check_cap,
+    check_limit,
+    check_sort_key,
+    decode_cursor,
+)
+from agentbolt.store.search import search_needle
+from agentbolt.store.sqlite_engine import (
+    GroupCommitWriter,
+    ReaderPool,
+    WriteOp,
+    WriteTx,
+)
 from agentbolt.store.sqlite_schema import connect, enable_wal, load_secret, migrate
 from agentbolt.types import (
     Attempt,
@@ -215,6 +226,7 @@ class SqliteStore(Store):
         status: Sequence[RolloutStatus] | None = None,
         mode: RolloutMode | None = None,
         rollout_ids: Sequence[str] | None = None,
+        search: str | None = None,
         sort_by: str = "created_at",
         descending: bool = False,
         limit: int = 100,
@@ -222,6 +234,7 @@ class SqliteStore(Store):
     ) -> Page[Rollout]:
         check_sort_key(sort_by)
         check_limit(limit)
+        needle = search_needle(search)
         after = decode_cursor(cursor) if cursor else None
         statuses = [_enum(RolloutStatus, s).value for s in status] if status else None
         mode_value = _enum(RolloutMode, mode).value if mode is not None else None
@@ -233,12 +246,36 @@ class SqliteStore(Store):
                 status=statuses,
                 mode=mode_value,
                 rollout_ids=ids,
+                needle=needle,
                 sort_by=sort_by,
                 descending=descending,
                 limit=limit,
                 after=after,
             )
         )
+
+    async def count_rollouts(
+        self,
+        *,
+        status: Sequence[RolloutStatus] | None = None,
+        mode: RolloutMode | None = None,
+        search: str | None = None,
+        cap: int | None = None,
+    ) -> int:
+        check_cap(cap)
+        needle = search_needle(search)
+        statuses = [_enum(RolloutStatus, s).value for s in status] if status else None
+        mode_value = _enum(RolloutMode, mode).value if mode is not None else None
+        await self._maybe_check_deadlines()
+        return await self._read(
+            lambda c: reads.count_rollouts(c, status=statuses, mode=mode_value, needle=needle, cap=cap)
+        )
+
+    async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> dict[str, Attempt]:
+        ids = list(dict.fromkeys(rollout_ids))
+        if not ids:
+            return {}
+        return await self._read(lambda c: reads.get_latest_attempts(c, ids))
 
     async def update_rollout(
         self,

@@ -3,6 +3,7 @@
 from agentbolt.server.routes import (
     attempts,
     batch,
+    dashboard,
     health,
     metrics,
     observability,
@@ -26,6 +27,7 @@ ROUTERS = (
     metrics.router,
     batch.router,
     observability.router,
+    dashboard.router,
 )
 
 __all__ = ["ROUTERS"]

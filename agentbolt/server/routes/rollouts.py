@@ -20,6 +20,8 @@ from agentbolt.server.routes.context import (
 from agentbolt.server.schemas import (
     ClaimRequest,
     EnqueueRequest,
+    RolloutCount,
+    RolloutCountQuery,
     RolloutPatch,
     RolloutQuery,
     WaitRequest,
@@ -51,7 +53,15 @@ async def list_rollouts(
     status: Annotated[list[RolloutStatus] | None, Query(description="Repeat to match any of several.")] = None,
     mode: RolloutMode | None = None,
     rollout_id: Annotated[list[str] | None, Query(description="Repeat to list several ids.")] = None,
-    sort_by: Annotated[str, Query(description="created_at, updated_at, rollout_id or reward.")] = "created_at",
+    search: Annotated[
+        str | None, Query(max_length=200, description="Substring of the id or the input's JSON (ASCII case ignored).")
+    ] = None,
+    sort_by: Annotated[
+        str,
+        Query(
+            description="created_at, updated_at, rollout_id, reward, start_time, end_time, duration or attempt_count."
+        ),
+    ] = "created_at",
     descending: bool = False,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
     cursor: Annotated[str | None, Query(max_length=10_000, description="next_cursor of the previous page.")] = None,
@@ -60,6 +70,7 @@ async def list_rollouts(
         status=status,
         mode=mode,
         rollout_ids=rollout_id,
+        search=search,
         sort_by=sort_by,
         descending=descending,
         limit=limit,
@@ -79,11 +90,22 @@ async def query_rollouts(body: RolloutQuery, store: StoreDep) -> Page[Rollout]:
         status=body.status,
         mode=body.mode,
         rollout_ids=body.rollout_ids,
+        search=body.search,
         sort_by=body.sort_by,
         descending=body.descending,
         limit=body.limit,
         cursor=body.cursor,
     )
+
+
+@router.post(
+    "/rollouts/count", response_model=RolloutCount, summary="Count rollouts matching filters", dependencies=[AdminOnly]
+)
+async def count_rollouts(body: RolloutCountQuery, store: StoreDep) -> RolloutCount:
+    """The number of rollouts ``GET /v1/rollouts`` would list with these filters (all
+    pages); with ``cap``, at most ``cap``."""
+    count = await store.count_rollouts(status=body.status, mode=body.mode, search=body.search, cap=body.cap)
+    return RolloutCount(count=count)
 
 
 @router.post(

@@ -1,0 +1,172 @@
+// Training: the metric curves of a run (mean reward, success rate, loss, KL, tokens/s,
+// and any other key), fetched incrementally while the page is open; and the evaluation
+// results per policy version.
+import { Badge, Group, Select, SimpleGrid, Stack, Switch, Table, Text, Title } from "@mantine/core";
+import { useEffect, useMemo, useRef, useState } from "react";
+
+import { apiGet, ApiError } from "../api";
+import { ApiErrorAlert } from "../components/ApiErrorAlert";
+import { LineChart } from "../components/LineChart";
+import { fmtNumber, fmtTime } from "../format";
+import type { TrainingRun, TrainingSeries } from "../types";
+import { useApi } from "../useApi";
+
+/** Charted first, in this order; then every other key of the run. */
+const PREFERRED = [
+  "reward/mean",
+  "success_rate",
+  "train/loss",
+  "train/kl",
+  "train/tokens_per_second",
+  "val/success_rate",
+  "val/mean_reward",
+  "best_mean_val",
+];
+const COLORS = ["#4c6ef5", "#12b886", "#fa5252", "#fd7e14", "#7950f2", "#15aabf", "#e64980", "#82c91e"];
+const EVAL_PREFIXES = ["val/", "test/", "eval/"];
+const POLL_MS = 2000;
+
+type Series = Record<string, [number, number | null][]>;
+
+function mergeSeries(into: Series, more: Series): Series {
+  const out: Series = { ...into };
+  for (const [key, pts] of Object.entries(more)) {
+    const have = out[key] ?? [];
+    const last = have.length ? have[have.length - 1][0] : -Infinity;
+    out[key] = [...have, ...pts.filter((p) => p[0] > last)];
+  }
+  return out;
+}
+
+/** The run's series, first in full, then only the steps after the last one seen. */
+function useSeries(runId: string | null, live: boolean): { series: Series; error?: ApiError } {
+  const [series, setSeries] = useState<Series>({});
+  const [error, setError] = useState<ApiError>();
+  const lastStep = useRef<number | null>(null);
+
+  useEffect(() => {
+    setSeries({});
+    setError(undefined);
+    lastStep.current = null;
+    if (!runId) return;
+    let stopped = false;
+    let timer: number | undefined;
+    const poll = async () => {
+      try {
+        const page = await apiGet<TrainingSeries>("/v1/dashboard/training/series", {
+          run_id: runId,
+          after_step: lastStep.current,
+        });
+        if (stopped) return;
+        if (page.last_step !== null && page.last_step !== undefined) lastStep.current = page.last_step;
+        if (Object.values(page.series).some((pts) => pts.length)) setSeries((s) => mergeSeries(s, page.series));
+        setError(undefined);
+      } catch (err) {
+        if (!stopped) setError(err instanceof ApiError ? err : new ApiError(0, String(err)));
+      }
+      if (!stopped && live) timer = window.setTimeout(poll, POLL_MS);
+    };
+    poll();
+    return () => {
+      stopped = true;
+      window.clearTimeout(timer);
+    };
+  }, [runId, live]);
+  return { series, error };
+}
+
+function orderedKeys(keys: string[]): string[] {
+  const rest = keys.filter((k) => !PREFERRED.includes(k) && k !== "policy_version").sort();
+  return [...PREFERRED.filter((k) => keys.includes(k)), ...rest];
+}
+
+function EvalTable({ series }: { series: Series }) {
+  const evalKeys = Object.keys(series).filter((k) => EVAL_PREFIXES.some((p) => k.startsWith(p)) && series[k].length);
+  const versionAt = new Map((series["policy_version"] ?? []).map(([s, v]) => [s, v]));
+  const steps = [...new Set(evalKeys.flatMap((k) => series[k].map((p) => p[0])))].sort((a, b) => a - b);
+  if (!evalKeys.length) return <Text c="dimmed">No evaluation results yet (metrics named val/..., test/...).</Text>;
+  const valueAt = (key: string, step: number) => series[key].find((p) => p[0] === step)?.[1];
+  return (
+    <Table verticalSpacing={4} data-testid="eval-table" striped>
+      <Table.Thead>
+        <Table.Tr>
+          <Table.Th>Step</Table.Th>
+          <Table.Th>Policy version</Table.Th>
+          {evalKeys.map((k) => (
+            <Table.Th key={k}>{k}</Table.Th>
+          ))}
+        </Table.Tr>
+      </Table.Thead>
+      <Table.Tbody>
+        {steps.map((step) => (
+          <Table.Tr key={step} data-testid="eval-row">
+            <Table.Td>{step}</Table.Td>
+            <Table.Td>{versionAt.has(step) ? `v${versionAt.get(step)}` : "—"}</Table.Td>
+            {evalKeys.map((k) => (
+              <Table.Td key={k}>{fmtNumber(valueAt(k, step))}</Table.Td>
+            ))}
+          </Table.Tr>
+        ))}
+      </Table.Tbody>
+    </Table>
+  );
+}
+
+export default function TrainingPage() {
+  const runs = useApi<{ runs?: TrainingRun[]; items?: TrainingRun[] }>("/v1/dashboard/training/runs", undefined, 5000);
+  const [runId, setRunId] = useState<string | null>(null);
+  const [live, setLive] = useState(true);
+  const items = useMemo(() => runs.data?.runs ?? runs.data?.items ?? [], [runs.data]);
+  const newest = useMemo(
+    () => [...items].sort((a, b) => (b.last_time ?? 0) - (a.last_time ?? 0))[0]?.run_id ?? null,
+    [items],
+  );
+  const chosen = runId ?? newest;
+  const { series, error } = useSeries(chosen, live);
+  const run = items.find((r) => r.run_id === chosen);
+  const keys = orderedKeys(Object.keys(series).filter((k) => series[k].length));
+
+  return (
+    <Stack gap="sm">
+      <Group justify="space-between">
+        <Title order={3}>Training</Title>
+        <Group>
+          <Select
+            placeholder={items.length ? "Run" : "No runs yet"}
+            data={items.map((r) => r.run_id)}
+            value={chosen}
+            onChange={setRunId}
+            w={260}
+            allowDeselect={false}
+            data-testid="run-select"
+          />
+          <Switch label="Live" checked={live} onChange={(e) => setLive(e.currentTarget.checked)} />
+        </Group>
+      </Group>
+      <ApiErrorAlert error={runs.error ?? error} />
+      {run && (
+        <Group gap="xs">
+          <Badge variant="light">steps {run.first_step ?? "—"} – {run.last_step ?? "—"}</Badge>
+          <Badge variant="light">{run.n_records} records</Badge>
+          <Badge variant="light">last {fmtTime(run.last_time)}</Badge>
+        </Group>
+      )}
+      {runs.data && !items.length && (
+        <Text c="dimmed">
+          No metrics recorded yet. Training algorithms write them to the store as they go (see docs/metrics.md).
+        </Text>
+      )}
+      <SimpleGrid cols={{ base: 1, md: 2, xl: 3 }}>
+        {keys.map((key, i) => (
+          <LineChart key={key} title={key} points={series[key]} color={COLORS[i % COLORS.length]} />
+        ))}
+      </SimpleGrid>
+      {chosen && (
+        <>
+          <Title order={4}>Evaluation per version</Title>
+          <EvalTable series={series} />
+        </>
+      )}
+    </Stack>
+  );
+}
