@@ -16,7 +16,7 @@ from typing import Any
 from agentbolt.store.base import Store
 from agentbolt.types import Rollout, RolloutConfig, RolloutCreate, RolloutMode
 
-__all__ = ["Algorithm", "AlgorithmContext", "DEFAULT_ROLLOUT_CONFIG"]
+__all__ = ["DEFAULT_ROLLOUT_CONFIG", "Algorithm", "AlgorithmContext"]
 
 DEFAULT_ROLLOUT_CONFIG = RolloutConfig(unresponsive_seconds=60.0)
 """Rollouts enqueued by algorithms are retried when their runner goes silent for a
@@ -109,6 +109,6 @@ class Algorithm(abc.ABC):
     async def run(self, ctx: AlgorithmContext) -> Any:
         """Drive training (or evaluation) through ``ctx.store``."""
 
-    def configure_gateway(self, config: Any) -> None:  # noqa: B027 - optional hook, empty by default
+    def configure_gateway(self, config: Any) -> None:
         """Adjust the run's :class:`~agentbolt.gateway.GatewayConfig` (sampling forced per
         mode, ...) before the trainer starts its gateway. Nothing by default."""

@@ -13,6 +13,9 @@
   ``{"lora_path": <adapter directory the server can read>, "version": N}``.
   Answers ``{"policy_version": N}``; 400 for a body the engine refuses, 501 for an
   engine that cannot load weights, 504 when calls stay in flight past ``drain_timeout``.
+* ``POST /v1/gateway/chat/completions``: admin only; a chat call straight to the engine,
+  part of no rollout and not recorded (an algorithm using the run's model as a helper,
+  e.g. APO's critic). No streaming.
 
 A scoped token may only call its own attempt's URLs (403 otherwise). Errors are
 OpenAI-shaped (``{"error": {"message", "type", "param", "code"}}``) so clients raise
@@ -287,3 +290,25 @@ async def weights(
         except EngineError as exc:
             return _error_response(exc)
     return Response(orjson.dumps({"policy_version": new_version}), media_type="application/json")
+
+
+@gateway_router.post("/v1/gateway/chat/completions", summary="Chat completion straight to the engine, in no rollout")
+async def admin_chat(request: Request) -> Response:
+    """For algorithms that use the served model as a helper (APO's ``critic="gateway"``):
+    the call is forwarded to the engine as is, part of no rollout, and not recorded."""
+    denied = _require_admin(request, "calling the engine outside a rollout")
+    if denied is not None:
+        return denied
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        return _openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
+    if not isinstance(body, dict):
+        return _openai_error(400, "the request body must be a JSON object", "invalid_request_error")
+    if body.get("stream"):
+        return _openai_error(400, "this route does not stream: send stream=false", "invalid_request_error")
+    try:
+        response = await gateway_of(request).engine.chat_completions(body)
+    except EngineError as exc:
+        return _error_response(exc)
+    return Response(orjson.dumps(response), media_type="application/json")

@@ -43,14 +43,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GRPO",
-    "GRPOConfig",
-    "GRPOResult",
-    "LoraSettings",
-    "NoGatewayError",
     "POLICY_VERSION",
     "Advantages",
+    "GRPOConfig",
     "GRPOLossOutput",
+    "GRPOResult",
     "GroupMember",
+    "LoraSettings",
+    "NoGatewayError",
     "RolloutSamples",
     "Sample",
     "StalenessSplit",

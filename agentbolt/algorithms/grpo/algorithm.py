@@ -37,13 +37,22 @@ from rich.console import Console
 
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
 from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult
+from agentbolt.algorithms.gateway_access import (
+    engine_weights,
+    ensure_gateway_llm,
+    gateway_control,
+    owns_control,
+)
 from agentbolt.algorithms.grpo import distributed as dist
-from agentbolt.algorithms.grpo.advantages import GroupMember, apply_advantages, compute_advantages
+from agentbolt.algorithms.grpo.advantages import (
+    GroupMember,
+    apply_advantages,
+    compute_advantages,
+)
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
 from agentbolt.algorithms.grpo.samples import RolloutSamples, Sample, samples_from_spans
 from agentbolt.algorithms.grpo.staleness import split_stale
-from agentbolt.types import LLM
 
 __all__ = ["GRPO", "GRPOResult", "NoGatewayError"]
 
@@ -119,31 +128,21 @@ class GRPO(Algorithm):
             return Policy.load(self.model, **kw)
         if self.model is not None:
             return Policy(self.model, self.tokenizer, **kw)
-        engine = getattr(control, "engine", None)
-        if engine is not None and hasattr(engine, "model"):
-            import copy
-
-            model = copy.deepcopy(engine.model)  # the engine keeps serving its own copy
-            model.to(engine.device)
-            return Policy(model, getattr(engine, "tokenizer", None), **kw)
+        served = engine_weights(control)  # a copy: the engine keeps serving its own
+        if served is not None:
+            return Policy(served[0], served[1], **kw)
         raise ValueError("GRPO needs the policy's weights: pass GRPO(model='<model dir>') with the weights the engine "
                          "serves (the engine is in another process, so they cannot be copied from it)")
 
     @staticmethod
     def _control(ctx: AlgorithmContext) -> Any:
-        control = getattr(ctx, "gateway", None)
-        if control is not None:
-            return control
-        from agentbolt.store.http import HttpStore
-
-        if isinstance(ctx.store, HttpStore):
-            from agentbolt.gateway.control import RemoteGateway
-
-            return RemoteGateway(ctx.store.base_url, token=ctx.store.token)
-        raise NoGatewayError(
-            "GRPO trains the model behind the gateway, and this run has none: give the trainer an engine, e.g. "
-            "Trainer(algorithm=GRPO(...), gateway=EngineSpec(kind='transformers', path='smollm2'))"
-        )
+        control = gateway_control(ctx)
+        if control is None:
+            raise NoGatewayError(
+                "GRPO trains the model behind the gateway, and this run has none: give the trainer an engine, e.g. "
+                "Trainer(algorithm=GRPO(...), gateway=EngineSpec(kind='transformers', path='smollm2'))"
+            )
+        return control
 
     def configure_gateway(self, config: Any) -> None:
         """Adjust the run's :class:`~agentbolt.gateway.GatewayConfig` before the gateway
@@ -164,17 +163,6 @@ class GRPO(Algorithm):
                 log.warning("the gateway forces %s on training calls; GRPO's importance ratios assume %s "
                             "(sampling-time logprobs are those of the untempered distribution)", current, forced)
 
-    async def _ensure_llm(self, ctx: AlgorithmContext) -> None:
-        """Publish ``llm = gateway_llm()`` when no LLM resource exists, so agents call the gateway."""
-        from agentbolt.runner.gateway_llm import gateway_llm
-
-        latest = await ctx.store.get_latest_resources()
-        named = dict(latest.resources) if latest is not None else {}
-        if any(isinstance(r, LLM) for r in named.values()):
-            return
-        named["llm"] = gateway_llm()
-        await ctx.store.update_resources(named)
-
     # ------------------------------------------------------------------ run
     async def run(self, ctx: AlgorithmContext) -> GRPOResult:
         from agentbolt.algorithms.grpo.checkpoint import CheckpointManager
@@ -194,7 +182,7 @@ class GRPO(Algorithm):
         checkpoints = CheckpointManager(run_dir, keep=cfg.keep_checkpoints)
         metrics = MetricsLogger.from_names(cfg.loggers, run_dir=run_dir, store=ctx.store, run_id=run_id,
                                            config=cfg.model_dump(mode="json"))
-        await self._ensure_llm(ctx)
+        await ensure_gateway_llm(ctx)
         result = GRPOResult(steps=0, policy_version=None, run_dir=run_dir)
         step = 0
         version = await control.policy_version() or 0
@@ -245,7 +233,7 @@ class GRPO(Algorithm):
         finally:
             dist.broadcast_object(None)  # followers stop
             await metrics.close()
-            if control is not getattr(ctx, "gateway", None):  # a RemoteGateway made here: close its client
+            if owns_control(ctx, control):  # a RemoteGateway made here: close its client
                 await control.aclose()
         result.seconds = time.perf_counter() - t_start
         return result
@@ -348,7 +336,14 @@ class GRPO(Algorithm):
         if not self.config.progress or not dist.is_main():
             yield lambda step, values: None
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         with Progress(TextColumn("[bold]GRPO"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TimeRemainingColumn(), TextColumn("{task.description}"), console=self.console) as bar:

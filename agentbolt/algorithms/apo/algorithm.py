@@ -1,0 +1,609 @@
+"""``APO``: automatic prompt optimisation with textual gradients and beam search.
+
+The prompt template is a versioned resource; APO searches over its text. In the order
+the code runs it (:meth:`APO.run`, :meth:`APO._round`):
+
+0. **start** — the initial template is published as a resources version and scored on
+   a fixed validation subset (the same items for every candidate, so scores compare);
+1. **failures** — each parent in the beam runs a training batch (sampled with a seeded
+   RNG); its rollouts below ``failure_threshold`` are its failures;
+2. **gradient** — ``branch_factor`` times per parent: the critic reads some failing
+   traces (model calls + reward) and says what went wrong and what to change; the
+   editor applies that critique and returns a new template, which must keep the
+   parent's ``{placeholders}`` (else it is rejected, retried, then dropped);
+3. **validate** — each new template is published (its rollouts pinned to that
+   version) and scored on the validation subset; failed rollouts are left out, not 0;
+4. **select** — the beam becomes the best ``beam_width`` of beam ∪ new (by mean, or
+   the GEPA-style Pareto rule, :mod:`.selection`).
+
+Every candidate (parent, critique, scores) goes to ``apo_history.jsonl`` as soon as it
+is scored; ``apo_state.json`` marks completed rounds, so a rerun resumes after the last.
+At the end the best template (highest mean validation reward) is published as the
+latest version and written to ``best_prompt.txt``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from agentbolt.adapters.calls import ModelCall, extract_model_calls
+from agentbolt.algorithms.apo.candidates import (
+    HISTORY_FILE,
+    STATE_FILE,
+    APOState,
+    Candidate,
+    append_history,
+    load_history,
+    rng_state_from_json,
+    rng_state_to_json,
+    write_history,
+)
+from agentbolt.algorithms.apo.config import APOConfig
+from agentbolt.algorithms.apo.placeholders import check_formats
+from agentbolt.algorithms.apo.selection import best_of, select
+from agentbolt.algorithms.apo.textual_gradient import (
+    ChatModel,
+    EditOutcome,
+    EngineChatModel,
+    HttpChatModel,
+    TextualGradient,
+    render_trace,
+)
+from agentbolt.algorithms.base import Algorithm, AlgorithmContext
+from agentbolt.algorithms.evaluate import EvaluationResult, EvaluationRow
+from agentbolt.algorithms.gateway_access import ensure_gateway_llm
+from agentbolt.types import LLM, PromptTemplate, Rollout, RolloutMode, RolloutStatus
+
+__all__ = ["APO", "APOError", "APOResult", "RoundRecord"]
+
+log = logging.getLogger("agentbolt.algorithms.apo")
+
+EVAL_SAMPLING: dict[str, dict[str, float]] = {"val": {"temperature": 0.0}, "test": {"temperature": 0.0}}
+"""Sampling APO wants the gateway to force on validation calls, so scores compare."""
+
+
+class APOError(ValueError):
+    """APO cannot run as set up (no validation set, no prompt to start from, no critic...)."""
+
+
+@dataclass
+class RoundRecord:
+    """One round of this process's run."""
+
+    round: int
+    beam: list[str]
+    """Candidate ids kept after the round, best first."""
+    new: list[str]
+    """Candidate ids created (and scored) in the round."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class APOResult:
+    """What an APO run found."""
+
+    best: Candidate
+    candidates: list[Candidate]
+    """Every candidate of the run (resumed ones included), in creation order."""
+    rounds: int
+    """Rounds completed (round 0, the initial prompt, not counted)."""
+    run_dir: Path
+    prompt_file: Path | None = None
+    """``run_dir/best_prompt.txt``: the best template."""
+    before: EvaluationResult | None = None
+    """The initial template on the whole validation set (``eval_before``)."""
+    after: EvaluationResult | None = None
+    """The best template on the whole validation set (``eval_after``)."""
+    history: list[RoundRecord] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def best_prompt(self) -> PromptTemplate:
+        return PromptTemplate(template=self.best.template)
+
+    @property
+    def improvement(self) -> float | None:
+        """Mean validation reward after minus before (None without both evaluations)."""
+        if self.before is None or self.after is None:
+            return None
+        if self.before.mean_reward is None or self.after.mean_reward is None:
+            return None
+        return self.after.mean_reward - self.before.mean_reward
+
+
+class APO(Algorithm):
+    """Automatic prompt optimisation: a critic's textual gradients, an editor, beam search.
+
+    ``initial_prompt``: the template to start from (``str`` or :class:`PromptTemplate`);
+    default: the latest published resource named ``config.prompt_name``.
+    ``critic``: an OpenAI-compatible endpoint (:class:`~agentbolt.LLM`), ``"gateway"``
+    for the run's own engine, or any object with ``async chat(messages, temperature=,
+    max_tokens=) -> str``. ``editor``: the same kinds; None: the critic.
+    """
+
+    def __init__(self, config: APOConfig | None = None, *, initial_prompt: str | PromptTemplate | None = None,
+                 critic: LLM | str | ChatModel, editor: LLM | str | ChatModel | None = None,
+                 console: Console | None = None, **overrides: Any) -> None:
+        base = config or APOConfig()
+        self.config = APOConfig.model_validate({**base.model_dump(), **overrides}) if overrides else base
+        if isinstance(initial_prompt, PromptTemplate):
+            initial_prompt = initial_prompt.template
+        if initial_prompt is not None:
+            if not isinstance(initial_prompt, str) or not initial_prompt.strip():
+                raise APOError(f"initial_prompt must be a non-empty template string, got {initial_prompt!r}")
+            check_formats(initial_prompt)
+        self.initial_prompt = initial_prompt
+        self.critic = _check_model_spec(critic, "critic")
+        self.editor = _check_model_spec(editor, "editor") if editor is not None else None
+        self.console = console or Console(stderr=True)
+        self.best_prompt: PromptTemplate | None = None
+        self.result: APOResult | None = None
+
+    # ------------------------------------------------------------------ setup
+    def configure_gateway(self, config: Any) -> None:
+        """Validation and test calls are greedy unless the gateway config says otherwise,
+        so that candidates are compared on the same footing."""
+        for mode, forced in EVAL_SAMPLING.items():
+            if config.sampling.get(mode) is None:
+                config.sampling[mode] = dict(forced)
+
+    def _chat_model(self, spec: LLM | str | ChatModel, ctx: AlgorithmContext, name: str) -> tuple[ChatModel, bool]:
+        """The model to talk to, and whether it was made here (and is closed here)."""
+        cfg = self.config
+        retry = {"max_retries": cfg.llm_max_retries, "retry_backoff": cfg.llm_retry_backoff, "name": name}
+        if isinstance(spec, LLM):
+            return HttpChatModel(spec, timeout=cfg.llm_timeout, **retry), True
+        if spec == "gateway":
+            engine = getattr(ctx.gateway, "engine", None)
+            if engine is not None:
+                return EngineChatModel(engine, **retry), True
+            from agentbolt.store.http import HttpStore
+
+            if isinstance(ctx.store, HttpStore):  # the server's admin route to its engine
+                llm = LLM(endpoint=ctx.store.base_url + "/v1/gateway", model="policy", api_key=ctx.store.token)
+                return HttpChatModel(llm, timeout=cfg.llm_timeout, **retry), True
+            raise APOError(
+                f"{name}='gateway' asks the run's own engine, and this run has none: give the trainer one "
+                "(Trainer(gateway=EngineSpec(...))) or pass "
+                f"{name}=agentbolt.LLM(endpoint='https://.../v1', model='...', api_key=...)"
+            )
+        return spec, False  # type: ignore[return-value]
+
+    async def _ensure_llm(self, ctx: AlgorithmContext) -> None:
+        """With a gateway and no LLM resource, publish ``llm = gateway_llm()`` so agents reach the engine."""
+        from agentbolt.store.http import HttpStore
+
+        if ctx.gateway is not None or isinstance(ctx.store, HttpStore):
+            await ensure_gateway_llm(ctx)
+
+    async def _initial_template(self, ctx: AlgorithmContext) -> str:
+        if self.initial_prompt is not None:
+            return self.initial_prompt
+        name = self.config.prompt_name
+        latest = await ctx.store.get_latest_resources()
+        found = latest.resources.get(name) if latest is not None else None
+        if not isinstance(found, PromptTemplate):
+            raise APOError(
+                f"APO has no prompt to start from: no PromptTemplate resource named {name!r} is published. Pass "
+                f"APO(initial_prompt='...') or Trainer(resources={{{name!r}: agentbolt.PromptTemplate(template=...)}})"
+            )
+        check_formats(found.template)
+        return found.template
+
+    # ------------------------------------------------------------------ run
+    async def run(self, ctx: AlgorithmContext) -> APOResult:
+        from agentbolt.metrics import MetricsLogger
+
+        cfg = self.config
+        t_start = time.perf_counter()
+        train, val = list(ctx.train_dataset or []), list(ctx.val_dataset or [])
+        if not val:
+            raise APOError("APO chooses prompts by validation reward and got no validation set: "
+                           "call trainer.fit(agent, train_dataset, val_dataset)")
+        if not train and cfg.rounds > 0:
+            raise APOError("APO finds what to fix in training rollouts and got no training set: "
+                           "call trainer.fit(agent, train_dataset, val_dataset)")
+        run_dir = Path(cfg.run_dir or f"runs/apo-{time.strftime('%Y%m%d-%H%M%S')}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run_id = cfg.run_name or run_dir.name
+        critic, own_critic = self._chat_model(self.critic, ctx, "critic")
+        editor, own_editor = (critic, False) if self.editor is None else self._chat_model(self.editor, ctx, "editor")
+        gradient = TextualGradient(critic, editor, critic_temperature=cfg.critic_temperature,
+                                   editor_temperature=cfg.editor_temperature, max_tokens=cfg.max_tokens,
+                                   max_edit_retries=cfg.max_edit_retries, failure_threshold=cfg.failure_threshold)
+        metrics = MetricsLogger.from_names(cfg.loggers, run_dir=run_dir, store=ctx.store, run_id=run_id,
+                                           config=cfg.model_dump(mode="json"))
+        run = _Run(ctx=ctx, run_dir=run_dir, train=train, val=val)
+        result: APOResult | None = None
+        try:
+            await self._ensure_llm(ctx)
+            initial = await self._initial_template(ctx)
+            state = APOState.load(run_dir) if cfg.resume else None
+            if state is not None:
+                await self._resume(run, state, initial)
+            else:
+                await self._start(run, initial)
+                await metrics.log(0, run.round_metrics(0, [], 0, 0, 0))
+            with self._progress(cfg.rounds, run.completed) as advance:
+                for r in range(run.completed + 1, cfg.rounds + 1):
+                    record = await self._round(run, gradient, r)
+                    await metrics.log(r, record.metrics)
+                    advance(record)
+            result = await self._finish(run, metrics)
+        finally:
+            await metrics.close()
+            for model, own in ((critic, own_critic), (editor, own_editor)):
+                if own:
+                    await model.aclose()
+        result.seconds = time.perf_counter() - t_start
+        self.result = result
+        return result
+
+    async def _start(self, run: _Run, initial: str) -> None:
+        """Round 0: publish and score the initial template (a fresh run)."""
+        cfg = self.config
+        for stale in (run.run_dir / HISTORY_FILE, run.run_dir / STATE_FILE):
+            stale.unlink(missing_ok=True)
+        n_val = len(run.val)
+        if cfg.val_batch_size is None or cfg.val_batch_size >= n_val:
+            run.val_indices = list(range(n_val))
+        else:
+            run.val_indices = sorted(random.Random(f"apo-val-{cfg.seed}").sample(range(n_val), cfg.val_batch_size))
+        run.rng = random.Random(cfg.seed)
+        root = run.new_candidate(initial, parent=None, round_=0, critique=None)
+        await self._publish(run, root)
+        await self._score(run, [root])
+        run.beam = [root]
+        if cfg.eval_before:
+            cached = run.rollouts.get(root.candidate_id) if run.val_indices == list(range(n_val)) else None
+            run.before = await self._evaluate(run, root, "the initial prompt", cached)
+        self._save_state(run, 0)
+        self._show(run, 0, [root], 0)
+
+    async def _resume(self, run: _Run, state: APOState, initial: str) -> None:
+        """Reload the candidates of the completed rounds and the beam; publish again the
+        parents the store does not hold (a fresh store)."""
+        found = load_history(run.run_dir)
+        kept = [c for c in found if c.round <= state.completed_round]
+        if len(kept) < len(found):
+            log.warning("dropping %d candidate(s) of the unfinished round %d (it is run again)",
+                        len(found) - len(kept), state.completed_round + 1)
+            write_history(run.run_dir, kept)
+        by_id = {c.candidate_id: c for c in kept}
+        missing = [cid for cid in state.beam if cid not in by_id]
+        if missing:
+            raise APOError(f"{run.run_dir / STATE_FILE} names candidates {missing} that {HISTORY_FILE} lacks: "
+                           "the run directory is inconsistent; start over with resume=False or another run_dir")
+        if any(i >= len(run.val) for i in state.val_indices):
+            raise APOError(f"{run.run_dir} was scored on a larger validation set ({max(state.val_indices) + 1}+ items) "
+                           f"than the {len(run.val)} given now: pass the same datasets, or resume=False")
+        run.candidates = kept
+        run.val_indices = state.val_indices
+        run.rng = random.Random()
+        run.rng.setstate(rng_state_from_json(state.rng_state))
+        run.beam = [by_id[cid] for cid in state.beam]
+        run.completed = state.completed_round
+        root = next((c for c in kept if c.parent_id is None), None)
+        if root is not None and root.template != initial:
+            log.warning("%s started from another prompt than the one given now; resuming it "
+                        "(resume=False or another run_dir starts over)", run.run_dir)
+        for c in run.beam:
+            if not await self._still_published(run, c):
+                await self._publish(run, c)
+        self.console.print(f"[bold]APO[/]: resumed {run.run_dir} after round {state.completed_round} "
+                           f"({len(kept)} candidates, beam {', '.join(state.beam)})")
+
+    async def _still_published(self, run: _Run, c: Candidate) -> bool:
+        if c.resources_version is None:
+            return False
+        from agentbolt.store.errors import NotFoundError
+
+        try:
+            resources = await run.ctx.store.get_resources(c.resources_version)
+        except NotFoundError:
+            return False
+        found = resources.resources.get(self.config.prompt_name)
+        return isinstance(found, PromptTemplate) and found.template == c.template
+
+    # ------------------------------------------------------------------ one round
+    async def _round(self, run: _Run, gradient: TextualGradient, r: int) -> RoundRecord:
+        cfg = self.config
+        ctx = run.ctx
+        # 1. each parent's training batch, all enqueued at once
+        batches = []
+        for parent in run.beam:
+            indices = run.rng.sample(range(len(run.train)), min(cfg.train_batch_size, len(run.train)))
+            handles = await ctx.enqueue([run.train[i] for i in indices], RolloutMode.TRAIN,
+                                        resources_version=parent.resources_version,
+                                        metadata={"apo": {"candidate_id": parent.candidate_id, "round": r}})
+            batches.append((parent, indices, handles))
+        jobs: list[tuple[Candidate, list[str]]] = []
+        train_rewards: list[float] = []
+        idle_parents = 0
+        for parent, indices, handles in batches:
+            done = await self._wait(run, handles)
+            failures: list[tuple[float, int, Rollout]] = []
+            for pos, (i, rollout) in enumerate(zip(indices, done, strict=True)):
+                if _scored(rollout):
+                    parent.train_scores[i] = float(rollout.reward)  # type: ignore[arg-type]
+                    train_rewards.append(float(rollout.reward))  # type: ignore[arg-type]
+                    if rollout.reward < cfg.failure_threshold:  # type: ignore[operator]
+                        failures.append((float(rollout.reward), pos, rollout))  # type: ignore[arg-type]
+            append_history(run.run_dir, parent)
+            if not failures:
+                idle_parents += 1
+                log.info("round %d: %s had no failure in its training batch (%d rollouts): no children",
+                         r, parent.candidate_id, len(done))
+                continue
+            failures.sort(key=lambda f: (f[0], f[1]))  # worst first
+            for _ in range(cfg.branch_factor):
+                shown = failures if len(failures) <= cfg.max_failures_shown else \
+                    sorted(run.rng.sample(failures, cfg.max_failures_shown), key=lambda f: (f[0], f[1]))
+                traces = [await self._trace(run, n, rollout) for n, (_, _, rollout) in enumerate(shown, 1)]
+                jobs.append((parent, traces))
+        # 2. critic → editor, several conversations at once
+        limit = asyncio.Semaphore(cfg.llm_concurrency)
+
+        async def one(parent: Candidate, traces: list[str]) -> EditOutcome:
+            async with limit:
+                return await gradient.step(parent.template, traces)
+
+        outcomes = await asyncio.gather(*(one(p, t) for p, t in jobs))
+        # 3. new candidates, in a fixed order
+        new: list[Candidate] = []
+        rejected = dropped = duplicates = 0
+        known = {c.template for c in run.candidates}
+        for (parent, _), outcome in zip(jobs, outcomes, strict=True):
+            rejected += len(outcome.rejected)
+            if outcome.template is None:
+                dropped += 1
+                log.warning("round %d: an edit of %s was dropped: every editor reply broke the placeholders (%s)",
+                            r, parent.candidate_id, "; ".join(outcome.rejected))
+                continue
+            if outcome.template in known:
+                duplicates += 1
+                log.info("round %d: an edit of %s repeats a known template: not scored again", r, parent.candidate_id)
+                continue
+            known.add(outcome.template)
+            child = run.new_candidate(outcome.template, parent=parent, round_=r, critique=outcome.critique)
+            await self._publish(run, child)
+            new.append(child)
+        # 4. validate, 5. select
+        await self._score(run, new)
+        run.beam = select([*run.beam, *new], cfg.beam_width, cfg.selection)
+        self._save_state(run, r)
+        values = run.round_metrics(r, new, rejected, dropped, idle_parents)
+        values.update({"n_duplicate_edits": duplicates, "train/mean_reward": _mean(train_rewards)})
+        self._show(run, r, new, rejected)
+        record = RoundRecord(round=r, beam=[c.candidate_id for c in run.beam], new=[c.candidate_id for c in new],
+                             metrics=values)
+        run.records.append(record)
+        return record
+
+    # ------------------------------------------------------------------ store work
+    async def _publish(self, run: _Run, c: Candidate, **extra: Any) -> int:
+        """Publish ``c`` as a new resources version (other resources unchanged)."""
+        meta = {"apo": {"candidate_id": c.candidate_id, "parent_id": c.parent_id, "round": c.round,
+                        "critique": c.critique, **extra}}
+        resources = await run.ctx.store.update_resources(
+            {self.config.prompt_name: PromptTemplate(template=c.template)}, metadata=meta)
+        c.resources_version = resources.version
+        return resources.version
+
+    async def _wait(self, run: _Run, handles: Sequence[Rollout]) -> list[Rollout]:
+        """Wait for rollouts; those still unfinished after ``rollout_timeout`` are cancelled."""
+        done = await run.ctx.wait(handles, timeout=self.config.rollout_timeout)
+        for r in done:
+            if not r.status.is_terminal:
+                with contextlib.suppress(Exception):  # finished meanwhile, or the store is going away
+                    await run.ctx.store.cancel_rollout(r.rollout_id)
+        return done
+
+    async def _score(self, run: _Run, candidates: Sequence[Candidate]) -> None:
+        """Run the validation subset with each candidate (all enqueued at once) and record
+        the scores; failed or unfinished rollouts are counted, not scored."""
+        items = [run.val[i] for i in run.val_indices]
+        pending = []
+        for c in candidates:
+            handles = await run.ctx.enqueue(items, RolloutMode.VAL, resources_version=c.resources_version,
+                                            metadata={"apo": {"candidate_id": c.candidate_id, "round": c.round}})
+            pending.append((c, handles))
+        for c, handles in pending:
+            done = await self._wait(run, handles)
+            run.rollouts[c.candidate_id] = done
+            c.val_scores = {i: float(r.reward) for i, r in zip(run.val_indices, done, strict=True)  # type: ignore[arg-type]
+                            if _scored(r)}
+            c.n_failed = len(done) - len(c.val_scores)
+            if c.n_failed:
+                log.warning("%s: %d of %d validation rollouts failed; they are left out of its score, not counted "
+                            "as 0", c.candidate_id, c.n_failed, len(done))
+            append_history(run.run_dir, c)
+
+    async def _trace(self, run: _Run, n: int, rollout: Rollout) -> str:
+        """The rollout as the critic reads it (its model calls read from its spans)."""
+        calls = await _model_calls(run.ctx, rollout.rollout_id)
+        return render_trace(n, rollout.input, calls, rollout.reward, self.config.max_trace_chars)
+
+    async def _evaluate(self, run: _Run, c: Candidate, what: str, cached: list[Rollout] | None) -> EvaluationResult:
+        """``c`` on the whole validation set (reusing its subset's rollouts when that is the whole set)."""
+        rollouts = cached
+        if rollouts is None:
+            handles = await run.ctx.enqueue(run.val, RolloutMode.VAL, resources_version=c.resources_version,
+                                            metadata={"apo": {"candidate_id": c.candidate_id, "eval": True}})
+            rollouts = await self._wait(run, handles)
+        result = await _evaluation_result(run.ctx, rollouts, self.config.success_threshold)
+        mean = "n/a" if result.mean_reward is None else f"{result.mean_reward:.3f}"
+        rate = "n/a" if result.success_rate is None else f"{result.success_rate:.1%}"
+        self.console.print(f"[bold]APO[/] validation, {what}: mean reward {mean}, success {rate} "
+                           f"({result.n_scored}/{result.n_total} scored)")
+        return result
+
+    def _save_state(self, run: _Run, completed: int) -> None:
+        run.completed = completed
+        APOState(completed_round=completed, beam=[c.candidate_id for c in run.beam], val_indices=run.val_indices,
+                 rng_state=rng_state_to_json(run.rng.getstate())).save(run.run_dir)
+
+    async def _finish(self, run: _Run, metrics: Any) -> APOResult:
+        """Publish the best template as the latest version, score it, write it out."""
+        import json
+
+        cfg = self.config
+        best = best_of(run.candidates)
+        version = await self._publish(run, best, best=True, mean_val=best.mean_val)
+        after = None
+        if cfg.eval_after:
+            cached = run.rollouts.get(best.candidate_id) if run.val_indices == list(range(len(run.val))) else None
+            after = await self._evaluate(run, best, "the best prompt", cached)
+            await metrics.log(run.completed, {"after/mean_reward": after.mean_reward,
+                                              "after/success_rate": after.success_rate})
+        prompt_file = run.run_dir / "best_prompt.txt"
+        prompt_file.write_text(best.template, encoding="utf-8")
+        summary = {"candidate_id": best.candidate_id, "template": best.template, "parent_id": best.parent_id,
+                   "round": best.round, "critique": best.critique, "mean_val": best.mean_val,
+                   "val_scores": best.val_scores, "n_failed": best.n_failed, "resources_version": version,
+                   "before_mean_reward": run.before.mean_reward if run.before else None,
+                   "after_mean_reward": after.mean_reward if after else None}
+        (run.run_dir / "best_prompt.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        self.best_prompt = PromptTemplate(template=best.template)
+        mean = "n/a" if best.mean_val is None else f"{best.mean_val:.3f}"
+        self.console.print(f"[bold]APO[/]: best prompt {best.candidate_id} (round {best.round}, mean validation "
+                           f"reward {mean}) saved to {prompt_file}")
+        return APOResult(best=best, candidates=list(run.candidates), rounds=run.completed, run_dir=run.run_dir,
+                         prompt_file=prompt_file, before=run.before, after=after, history=run.records)
+
+    # ------------------------------------------------------------------ display
+    def _show(self, run: _Run, r: int, new: Sequence[Candidate], rejected: int) -> None:
+        beam_ids = {c.candidate_id for c in run.beam}
+        shown = {c.candidate_id: c for c in [*run.beam, *new]}
+        table = Table(box=box.SIMPLE_HEAVY, title=f"APO round {r}", title_justify="left")
+        for name, justify in (("candidate", "left"), ("parent", "left"), ("round", "right"), ("mean val", "right"),
+                              ("scored", "right"), ("failed", "right"), ("beam", "center"), ("critique", "left")):
+            table.add_column(name, justify=justify, max_width=50 if name == "critique" else None,  # type: ignore[arg-type]
+                             overflow="ellipsis", no_wrap=name == "critique")
+        for c in sorted(shown.values(), key=lambda c: -(c.mean_val if c.mean_val is not None else -math.inf)):
+            table.add_row(c.candidate_id, c.parent_id or "—", str(c.round),
+                          "—" if c.mean_val is None else f"{c.mean_val:.3f}", str(len(c.val_scores)), str(c.n_failed),
+                          "✓" if c.candidate_id in beam_ids else "", " ".join((c.critique or "").split()))
+        if self.config.progress:
+            self.console.print(table)
+        best = best_of(run.candidates)
+        log.info("round %d: %d new candidate(s), %d rejected edit(s); best %s (mean val %s); beam %s", r, len(new),
+                 rejected, best.candidate_id, best.mean_val, ", ".join(c.candidate_id for c in run.beam))
+
+    @contextlib.contextmanager
+    def _progress(self, total: int, done: int) -> Any:
+        if not self.config.progress or done >= total:
+            yield lambda record: None
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        with Progress(TextColumn("[bold]APO rounds"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.description}"), console=self.console, transient=True) as bar:
+            task = bar.add_task("", total=total, completed=done)
+
+            def advance(record: RoundRecord) -> None:
+                best = record.metrics.get("best_mean_val")
+                bar.update(task, advance=1, description="" if best is None else f"best {best:.3f}")
+
+            yield advance
+
+
+# ----------------------------------------------------------------------------- run state
+@dataclass
+class _Run:
+    """What one run works with and accumulates."""
+
+    ctx: AlgorithmContext
+    run_dir: Path
+    train: list[Any]
+    val: list[Any]
+    candidates: list[Candidate] = field(default_factory=list)
+    beam: list[Candidate] = field(default_factory=list)
+    val_indices: list[int] = field(default_factory=list)
+    rng: random.Random = field(default_factory=random.Random)
+    completed: int = 0
+    before: EvaluationResult | None = None
+    rollouts: dict[str, list[Rollout]] = field(default_factory=dict)
+    """This process's validation rollouts per candidate id."""
+    records: list[RoundRecord] = field(default_factory=list)
+
+    def new_candidate(self, template: str, *, parent: Candidate | None, round_: int, critique: str | None) -> Candidate:
+        c = Candidate(candidate_id=f"c{len(self.candidates)}", template=template,
+                      parent_id=None if parent is None else parent.candidate_id, round=round_, critique=critique)
+        self.candidates.append(c)
+        return c
+
+    def round_metrics(self, r: int, new: Sequence[Candidate], rejected: int, dropped: int, idle: int) -> dict[str, Any]:
+        best = best_of(self.candidates)
+        beam_means = [c.mean_val for c in self.beam if c.mean_val is not None]
+        return {"best_mean_val": best.mean_val, "beam_mean_val": _mean(beam_means),
+                "n_candidates": len(self.candidates), "n_new": len(new), "n_rejected_edits": rejected,
+                "n_dropped_edits": dropped, "n_parents_without_failures": idle,
+                "val/failed": sum(c.n_failed for c in new) if r else self.candidates[0].n_failed}
+
+
+# ----------------------------------------------------------------------------- helpers
+def _check_model_spec(spec: Any, name: str) -> Any:
+    if isinstance(spec, LLM) or spec == "gateway" or callable(getattr(spec, "chat", None)):
+        return spec
+    raise APOError(f"{name} must be an agentbolt.LLM(endpoint=..., model=..., api_key=...), 'gateway' (the run's "
+                   f"own engine) or an object with an async chat(messages, ...) method; got {spec!r}")
+
+
+def _scored(rollout: Rollout) -> bool:
+    return rollout.status == RolloutStatus.SUCCEEDED and rollout.reward is not None
+
+
+async def _model_calls(ctx: AlgorithmContext, rollout_id: str, patience: float = 0.5) -> list[ModelCall]:
+    """The model calls of a finished rollout's latest attempt. A gateway in this process
+    is flushed first; one in a server process writes its spans within its flush interval,
+    so wait up to ``patience`` s for at least one there."""
+    from agentbolt.store.http import HttpStore
+
+    flush = getattr(ctx.gateway, "flush", None)
+    if flush is not None:
+        await flush()
+    remote = flush is None and isinstance(ctx.store, HttpStore)
+    deadline = time.monotonic() + (patience if remote else 0.0)
+    while True:
+        calls = extract_model_calls(await ctx.store.get_spans(rollout_id, "latest"))
+        if calls or time.monotonic() >= deadline:
+            return calls
+        await asyncio.sleep(0.1)
+
+
+async def _evaluation_result(ctx: AlgorithmContext, rollouts: Sequence[Rollout], threshold: float) -> EvaluationResult:
+    rows = []
+    for i, r in enumerate(rollouts):
+        error = None
+        if r.status in (RolloutStatus.FAILED, RolloutStatus.CANCELLED) and r.latest_attempt_id:
+            attempt = await ctx.store.get_attempt(r.rollout_id, r.latest_attempt_id)
+            if attempt.error is not None:
+                error = f"{attempt.error.type}: {attempt.error.message}"
+        duration = None if r.start_time is None or r.end_time is None else r.end_time - r.start_time
+        rows.append(EvaluationRow(i, r.rollout_id, r.input, r.status, r.reward, r.attempt_count, duration, error))
+    return EvaluationResult(mode=RolloutMode.VAL, threshold=threshold, rows=tuple(rows))
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None

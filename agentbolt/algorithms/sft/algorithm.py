@@ -1,0 +1,387 @@
+"""``SFT``: supervised fine-tuning on good rollouts, and its iterative form, rejection
+sampling fine-tuning (RFT).
+
+One iteration, in the order the code runs it (:meth:`SFT._iteration`):
+
+1. **data** — iteration 1 learns from what it was given (``rollouts=``: rollouts already
+   in the store, e.g. a teacher's; ``records=``: chat records); every other iteration (or
+   iteration 1 without them) **samples** ``samples_per_task`` rollouts per training task
+   from the current policy through the gateway (training mode, ``sample_temperature``);
+2. **select** — succeeded rollouts with a reward, at or above ``min_reward`` and/or the
+   best ``top_k_per_task`` per task (:mod:`.selection`); their model calls become chat
+   records (:class:`~agentbolt.adapters.MessagesAdapter`), duplicates dropped; the
+   records are written to ``run_dir/records/iteration-N.jsonl``;
+3. **tokenize** — the model's chat template, loss on assistant tokens only (:mod:`.chat_data`);
+4. **train** — epochs of AdamW on the per-token mean NLL (:mod:`.update`);
+5. **publish** — the gateway pauses and drains, the engine loads the new weights and the
+   policy version goes up (without a gateway: the weights are only exported).
+
+Before the first and after the last iteration the validation set is solved greedily
+(``result.before`` / ``result.after``); the trained policy is exported as a Hugging Face
+model directory. Metrics go to ``run_dir/metrics.jsonl`` and the store; the trained weights
+are checkpointed after every iteration, and a second run with the same ``run_dir``
+continues after the last finished iteration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from agentbolt.algorithms.base import Algorithm, AlgorithmContext
+from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult
+from agentbolt.algorithms.gateway_access import (
+    engine_weights,
+    ensure_gateway_llm,
+    gateway_control,
+    owns_control,
+)
+from agentbolt.algorithms.sft.config import SFTConfig
+from agentbolt.algorithms.sft.selection import (
+    NoTrainingDataError,
+    dedupe_records,
+    load_records,
+    select_rollouts,
+)
+from agentbolt.types import Rollout, RolloutMode, RolloutStatus
+
+__all__ = ["SFT", "SFTResult"]
+
+log = logging.getLogger("agentbolt.algorithms.sft")
+
+_CHUNK = 500
+
+
+@dataclass
+class SFTResult:
+    """What an SFT run did."""
+
+    iterations: int
+    """Iterations finished (resumed ones included)."""
+    policy_version: int | None
+    run_dir: Path
+    n_records: list[int] = field(default_factory=list)
+    """Records trained on, per iteration."""
+    before: EvaluationResult | None = None
+    after: EvaluationResult | None = None
+    export_dir: Path | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """The metrics of every iteration of this process's run, in order."""
+    seconds: float = 0.0
+
+    @property
+    def improvement(self) -> float | None:
+        """Held-out success rate after minus before (None without both evaluations)."""
+        if self.before is None or self.after is None:
+            return None
+        if self.before.success_rate is None or self.after.success_rate is None:
+            return None
+        return self.after.success_rate - self.before.success_rate
+
+
+class SFT(Algorithm):
+    """Supervised fine-tuning of the served policy on selected rollouts or chat records;
+    with ``iterations > 1``, rejection sampling fine-tuning (see the module doc).
+
+    * ``model`` — the weights to train: ``"smollm2"``, a model directory, a transformers
+      model (with ``tokenizer``), a :class:`~agentbolt.algorithms.grpo.policy.Policy`, or
+      None: a copy of the model the in-process transformers engine serves. The engine must
+      serve the same weights: every iteration's update is published to it.
+    * ``rollouts`` — learn (in iteration 1) from rollouts already in the store: ``"store"``
+      (every rollout there when the run starts) or their ids.
+    * ``records`` — learn (in iteration 1) from chat records: a JSONL path or a list.
+    """
+
+    def __init__(self, config: SFTConfig | None = None, *, model: Any = None, tokenizer: Any = None,
+                 rollouts: str | Sequence[str | Rollout] | None = None,
+                 records: str | Path | Sequence[dict[str, Any]] | None = None,
+                 console: Console | None = None, **overrides: Any) -> None:
+        base = config or SFTConfig()
+        self.config = SFTConfig.model_validate({**base.model_dump(), **overrides}) if overrides else base
+        if isinstance(rollouts, str) and rollouts != "store":
+            raise ValueError(f"rollouts={rollouts!r}: use 'store' (every rollout in the store) or a list of rollout ids")
+        self.rollouts = rollouts
+        self.records = records
+        self.model = model
+        self.tokenizer = tokenizer
+        self.console = console or Console(stderr=True)
+        self.policy: Any = None
+
+    # ------------------------------------------------------------------ setup
+    def configure_gateway(self, config: Any) -> None:
+        """Validation and test calls are greedy; sampling (training) calls use
+        ``sample_temperature`` — each unless the gateway config already sets that mode.
+        Calls arriving during a weight swap are held rather than turned away."""
+        if config.pause_hold_s == 0:
+            config.pause_hold_s = 60.0
+        for mode, forced in (("train", {"temperature": self.config.sample_temperature}),
+                             ("val", {"temperature": 0.0}), ("test", {"temperature": 0.0})):
+            config.sampling.setdefault(mode, forced)
+
+    def _make_policy(self, control: Any) -> Any:
+        from agentbolt.algorithms.grpo.policy import Policy
+
+        cfg = self.config
+        kw = {"lora": cfg.lora, "dtype": cfg.dtype, "gradient_checkpointing": cfg.gradient_checkpointing}
+        if isinstance(self.model, Policy):
+            policy = self.model
+        elif isinstance(self.model, (str, Path)):
+            policy = Policy.load(self.model, **kw)
+        elif self.model is not None:
+            policy = Policy(self.model, self.tokenizer, **kw)
+        else:
+            found = engine_weights(control)
+            if found is None:
+                raise ValueError("SFT needs the policy's weights: pass SFT(model='smollm2' | '<model dir>' | a "
+                                 "transformers model) — the weights the engine serves; they can only be copied from "
+                                 "an engine in this process")
+            policy = Policy(found[0], self.tokenizer or found[1], **kw)
+        if policy.tokenizer is None:
+            raise ValueError("SFT renders records with the model's chat template and has no tokenizer: pass "
+                             "SFT(model=..., tokenizer=...)")
+        return policy
+
+    # ------------------------------------------------------------------ run
+    async def run(self, ctx: AlgorithmContext) -> SFTResult:
+        from agentbolt.algorithms.grpo.checkpoint import CheckpointManager
+        from agentbolt.algorithms.sft.update import SFTUpdate
+        from agentbolt.metrics import MetricsLogger
+
+        cfg = self.config
+        t_start = time.perf_counter()
+        control = gateway_control(ctx)
+        run_dir = Path(cfg.run_dir or f"runs/sft-{time.strftime('%Y%m%d-%H%M%S')}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run_id = cfg.run_name or run_dir.name
+        checkpoints = CheckpointManager(run_dir, keep=2)
+        found = checkpoints.latest() if cfg.resume else None
+        try:
+            given = await self._given_rollouts(ctx) if found is None else None  # before this run makes any
+            self.policy = policy = await asyncio.to_thread(self._make_policy, control)
+            update = SFTUpdate(policy, cfg)
+            metrics = MetricsLogger.from_names(cfg.loggers, run_dir=run_dir, store=ctx.store, run_id=run_id,
+                                               config=cfg.model_dump(mode="json"))
+        except BaseException:
+            if owns_control(ctx, control):
+                await control.aclose()
+            raise
+        result = SFTResult(iterations=0, policy_version=None, run_dir=run_dir)
+        try:
+            version = None
+            if control is not None:
+                await ensure_gateway_llm(ctx)
+                version = await control.policy_version()
+            else:
+                log.info("no gateway in this run: SFT trains and exports the policy, publishes nothing and does "
+                         "not evaluate (give the Trainer an engine to do both)")
+            first = 1
+            if found is not None:
+                policy.load_trainable_state(found.weights)
+                first = found.step + 1
+                result.n_records = list(found.state.get("n_records", []))
+                if control is not None:
+                    version = await control.update_weights(**policy.engine_update(),
+                                                           version=found.state.get("policy_version"))
+                self.console.print(f"[bold]SFT[/]: resumed from {found.path} (iteration {found.step} done, "
+                                   f"policy version {version})")
+            evaluate = control is not None and bool(ctx.val_dataset)
+            if evaluate and cfg.eval_before and found is None:
+                result.before = await self._evaluate(ctx, "before training")
+                await metrics.log(0, _eval_metrics(result.before, version))
+            for it in range(first, cfg.iterations + 1):
+                values, version = await self._iteration(ctx, control, policy, update, it, version, run_dir, given)
+                await metrics.log(it, values)
+                result.history.append(values)
+                result.n_records.append(int(values["data/records"]))
+                if cfg.checkpoint:
+                    await asyncio.to_thread(checkpoints.save, it, policy.trainable_state(), {},
+                                            {"policy_version": version, "n_records": result.n_records,
+                                             "run_id": run_id})
+            result.iterations = max(cfg.iterations, first - 1)
+            result.policy_version = version
+            if evaluate and cfg.eval_after:
+                result.after = await self._evaluate(ctx, "after training")
+                await metrics.log(result.iterations, _eval_metrics(result.after, version))
+            result.export_dir = await asyncio.to_thread(policy.export, cfg.export_dir or str(run_dir / "model"))
+            self.console.print(f"[bold]SFT[/]: trained policy saved to {result.export_dir}")
+        finally:
+            await metrics.close()
+            if owns_control(ctx, control):
+                await control.aclose()
+        result.seconds = time.perf_counter() - t_start
+        return result
+
+    # ------------------------------------------------------------------ one iteration
+    async def _iteration(self, ctx: AlgorithmContext, control: Any, policy: Any, update: Any, it: int,
+                         version: int | None, run_dir: Path, given: list[Rollout] | None,
+                         ) -> tuple[dict[str, Any], int | None]:
+        from agentbolt.adapters.messages import to_jsonl
+        from agentbolt.algorithms.sft.chat_data import encode_records
+
+        cfg = self.config
+        t0 = time.perf_counter()
+        values: dict[str, Any] = {"iteration": it, "policy_version": version}
+        if it == 1 and (self.rollouts is not None or self.records is not None):
+            records = list(load_records(self.records)) if self.records is not None else []
+            if given is not None:
+                records += await self._from_rollouts(ctx, given, values, "given")
+            source = "the given data"
+        else:
+            records = await self._from_rollouts(ctx, await self._sample(ctx, control, it), values, "sample")
+            source = f"{cfg.samples_per_task} samples per training task"
+        records, duplicates = dedupe_records(records)
+        to_jsonl(records, run_dir / "records" / f"iteration-{it}.jsonl")
+        data = await asyncio.to_thread(encode_records, records, policy.tokenizer, max_seq_len=cfg.max_seq_len,
+                                       overlong=cfg.overlong)
+        values.update({"data/records": len(data.samples), "data/duplicates": duplicates,
+                       "data/skipped_overlong": data.skipped_overlong, "data/truncated": data.truncated,
+                       "data/no_target": data.no_target, "data/trained_tokens": data.num_trained,
+                       "time/data_s": time.perf_counter() - t0})
+        if not data.samples:
+            why = (f"SFT iteration {it}: nothing to learn from {source} — {values.get('selection', 'no record')}; "
+                   f"{data.skipped_overlong} records over max_seq_len={cfg.max_seq_len}, {data.no_target} with no "
+                   "assistant message to train")
+            values.pop("selection", None)
+            if it == 1:
+                raise NoTrainingDataError(why + ". Lower min_reward, use top_k_per_task, raise max_seq_len, or give "
+                                          "records / a teacher's rollouts")
+            log.warning("%s: no update", why)
+            return values, version
+        values.pop("selection", None)
+        t_update = time.perf_counter()
+        with self._progress(it, update.optimizer_steps(len(data.samples))) as on_step:
+            stats = await asyncio.to_thread(update.run, data.samples, iteration=it, on_step=on_step)
+        values.update(stats.as_metrics())
+        values["time/update_s"] = time.perf_counter() - t_update
+        if control is not None:
+            t_sync = time.perf_counter()
+            version = await control.update_weights(**policy.engine_update(),
+                                                   version=None if version is None else version + 1)
+            values["time/sync_s"] = time.perf_counter() - t_sync
+        values.update({"policy_version": version, "time/iteration_s": time.perf_counter() - t0})
+        self.console.print(f"[bold]SFT[/] iteration {it}/{cfg.iterations}: {len(data.samples)} records, "
+                           f"loss {stats.first_epoch_loss:.4f} → {stats.loss:.4f}, policy version {version}")
+        return values, version
+
+    async def _given_rollouts(self, ctx: AlgorithmContext) -> list[Rollout] | None:
+        """The rollouts of ``rollouts=``, read when the run starts (so ``"store"`` means
+        those in the store before this run made any)."""
+        if self.rollouts is None:
+            return None
+        out: list[Rollout] = []
+        if self.rollouts == "store":
+            cursor = None
+            while True:
+                page = await ctx.store.query_rollouts(limit=_CHUNK, cursor=cursor)
+                out.extend(page.items)
+                if page.next_cursor is None:
+                    return out
+                cursor = page.next_cursor
+        ids = [r if isinstance(r, str) else r.rollout_id for r in self.rollouts]
+        for i in range(0, len(ids), _CHUNK):
+            chunk = ids[i : i + _CHUNK]
+            out.extend((await ctx.store.query_rollouts(rollout_ids=chunk, limit=len(chunk))).items)
+        missing = set(ids) - {r.rollout_id for r in out}
+        if missing:
+            raise ValueError(f"SFT(rollouts=...): {len(missing)} rollout ids are not in this store "
+                             f"(e.g. {sorted(missing)[:3]}); pass the store the rollouts were recorded in")
+        return out
+
+    async def _sample(self, ctx: AlgorithmContext, control: Any, it: int) -> list[Rollout]:
+        """``samples_per_task`` training-mode rollouts of every training task from the served policy."""
+        cfg = self.config
+        if control is None:
+            from agentbolt.algorithms.grpo.algorithm import NoGatewayError
+
+            raise NoGatewayError(
+                f"SFT iteration {it} samples rollouts from the policy, and this run has no gateway: give the trainer "
+                "an engine (Trainer(algorithm=SFT(...), gateway=EngineSpec(kind='transformers', path='smollm2'))), "
+                "or pass SFT(records=...) / SFT(rollouts=...) with iterations=1"
+            )
+        if not ctx.train_dataset:
+            raise NoTrainingDataError(f"SFT iteration {it} samples rollouts of the training tasks, and there are "
+                                      "none: call fit(agent, train_dataset, val_dataset)")
+        items = [item for item in ctx.train_dataset for _ in range(cfg.samples_per_task)]
+        log.info("iteration %d: sampling %d rollouts (%d per task)", it, len(items), cfg.samples_per_task)
+        rollouts = await ctx.run_dataset(items, RolloutMode.TRAIN, timeout=cfg.rollout_timeout,
+                                         metadata={"sft_iteration": it})
+        await control.flush()  # the gateway's spans of these calls are in the store
+        return rollouts
+
+    async def _from_rollouts(self, ctx: AlgorithmContext, rollouts: Sequence[Rollout], values: dict[str, Any],
+                             prefix: str) -> list[dict[str, Any]]:
+        """Select among ``rollouts`` and make chat records of the kept ones' model calls."""
+        from agentbolt.adapters.messages import MessagesAdapter
+
+        cfg = self.config
+        selection = select_rollouts(rollouts, min_reward=cfg.min_reward, top_k_per_task=cfg.top_k_per_task)
+        rewards = [r.reward for r in rollouts if r.reward is not None and r.status == RolloutStatus.SUCCEEDED]
+        adapter = MessagesAdapter(cfg.agent_match, train_on_history=cfg.train_on_history)
+        records: list[dict[str, Any]] = []
+        no_calls = 0
+        for r in selection.kept:
+            spans = await ctx.store.get_spans(r.rollout_id, r.latest_attempt_id) if r.latest_attempt_id else []
+            found = adapter.adapt(spans)
+            no_calls += not found
+            records.extend(found)
+        values.update({
+            f"{prefix}/rollouts": selection.total, f"{prefix}/not_succeeded": selection.not_finished,
+            f"{prefix}/unscored": selection.unscored, f"{prefix}/selected": len(selection.kept),
+            f"{prefix}/selected_without_calls": no_calls,
+            f"{prefix}/reward_mean": statistics.fmean(rewards) if rewards else None,
+            f"{prefix}/success_rate": (sum(x >= cfg.success_threshold for x in rewards) / len(rewards)
+                                       if rewards else None),
+            "selection": selection.describe(),
+        })
+        log.info("%s: %s, %d chat records", prefix, selection.describe(), len(records))
+        return records
+
+    async def _evaluate(self, ctx: AlgorithmContext, when: str) -> EvaluationResult:
+        result = await Evaluate("val", threshold=self.config.success_threshold, show=False).run(ctx)
+        rate = "n/a" if result.success_rate is None else f"{result.success_rate:.1%}"
+        mean = "n/a" if result.mean_reward is None else f"{result.mean_reward:.3f}"
+        self.console.print(f"[bold]SFT[/] held-out {when}: success {rate}, mean reward {mean} "
+                           f"({result.n_scored}/{result.n_total} scored)")
+        return result
+
+    @contextlib.contextmanager
+    def _progress(self, it: int, total: int) -> Iterator[Any]:
+        def log_step(step: int, steps: int, loss: float, lr: float) -> None:
+            log.debug("iteration %d step %d/%d: loss %.4f lr %.3g", it, step, steps, loss, lr)
+
+        if not self.config.progress:
+            yield log_step
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        with Progress(TextColumn(f"[bold]SFT[/] iteration {it}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TextColumn("{task.description}"), console=self.console) as bar:
+            task = bar.add_task("", total=total)
+
+            def advance(step: int, steps: int, loss: float, lr: float) -> None:
+                log_step(step, steps, loss, lr)
+                text = f"loss {loss:.4f} · lr {lr:.2e}" if math.isfinite(loss) else ""
+                bar.update(task, completed=step, description=text)
+
+            yield advance
+
+
+def _eval_metrics(result: EvaluationResult, version: int | None) -> dict[str, Any]:
+    return {"val/success_rate": result.success_rate, "val/mean_reward": result.mean_reward,
+            "val/scored": result.n_scored, "val/failed": result.n_failed, "val/policy_version": version}
