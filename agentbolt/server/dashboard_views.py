@@ -273,15 +273,6 @@ def _order(span: Span) -> tuple[float, int, str]:
     return (span.start_time, span.sequence_id if span.sequence_id is not None else 0, span.span_id)
 
 
-def _encloses(outer: Span, inner: Span) -> bool:
-    return (
-        outer.end_time is not None
-        and inner.end_time is not None
-        and outer.start_time <= inner.start_time
-        and inner.end_time <= outer.end_time
-    )
-
-
 def _place_by_time(spans: Sequence[Span], parents: dict[str, str]) -> set[str]:
     """Give each span without a known parent the innermost span that encloses it in time.
 
@@ -304,11 +295,15 @@ def _place_by_time(spans: Sequence[Span], parents: dict[str, str]) -> set[str]:
 
     placed: set[str] = set()
     starts = [s.start_time for s in framed]
+    ends = [s.end_time or 0.0 for s in framed]  # all set: framed spans have ended
     for span in sorted(roots, key=lambda s: (s.start_time - (s.end_time or 0.0), _order(s))):
         best: tuple[int, float, float] | None = None
         choice: str | None = None
-        for outer in framed[: bisect.bisect_right(starts, span.start_time)]:  # those that start no later
-            if outer.span_id == span.span_id or not _encloses(outer, span):
+        end = span.end_time or 0.0
+        # spans that start no later (a prefix of ``framed``) and end no earlier
+        for j in [j for j in range(bisect.bisect_right(starts, span.start_time)) if ends[j] >= end]:
+            outer = framed[j]
+            if outer.span_id == span.span_id:
                 continue
             ancestry = chain(outer.span_id)
             if span.span_id in ancestry:  # one of its own descendants

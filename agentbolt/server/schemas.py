@@ -109,7 +109,7 @@ class RolloutCountQuery(_Body):
     status: list[RolloutStatus] | None = None
     mode: RolloutMode | None = None
     search: str | None = Field(default=None, max_length=200)
-    cap: int | None = Field(default=None, ge=1, description="Stop counting here: the answer is min(count, cap).")
+    cap: int | None = Field(default=None, ge=1, le=2**62, description="Stop counting here: the answer is min(count, cap).")
 
 
 class RolloutCount(_Body):

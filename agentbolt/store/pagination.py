@@ -59,6 +59,10 @@ def sort_tuple(value: Any, item_id: str) -> tuple[int, Any, str]:
     return (0, 0, item_id) if value is None else (1, value, item_id)
 
 
+MAX_CAP = 2**62
+"""Largest count cap (SQLite and PostgreSQL integers are 64-bit)."""
+
+
 def check_cap(cap: int | None) -> None:
-    if cap is not None and cap < 1:
-        raise InvalidRequestError(f"cap must be at least 1 (or None for an exact count), got {cap}")
+    if cap is not None and not 1 <= cap <= MAX_CAP:
+        raise InvalidRequestError(f"cap must be between 1 and {MAX_CAP} (or None for an exact count), got {cap}")
