@@ -11,9 +11,12 @@ export default defineConfig({
     chunkSizeWarningLimit: 700,
     rollupOptions: {
       output: {
-        // React + Mantine change rarely: one cacheable chunk apart from the app code.
+        // React and the router change rarely: one cacheable chunk apart from the app code.
+        // Mantine is left to Rollup, so the entry chunk holds only the components of the
+        // first screen, and each page's chunk the rest (a "vendor" chunk of all of Mantine
+        // would put every page's components on the first render's path).
         manualChunks(id) {
-          if (id.includes("node_modules") && !id.includes("uplot")) return "vendor";
+          if (/node_modules\/(react|react-dom|scheduler|react-router)\//.test(id)) return "vendor";
         },
       },
     },

@@ -1,18 +1,37 @@
 // The page frame: header (health badge, settings), navigation, and the routes.
 import { ActionIcon, AppShell, Group, NavLink, Text, Title, Tooltip } from "@mantine/core";
-import { lazy, Suspense, useState } from "react";
+import { lazy, Suspense, useEffect, useState } from "react";
 import { Link, Route, Routes, useLocation } from "react-router";
 
 import { HealthBadge } from "./components/HealthBadge";
 import { Loading } from "./components/Loading";
-import { SettingsContext, SettingsModal } from "./components/SettingsModal";
-import { RolloutDetailPage } from "./pages/RolloutDetail";
+import { SettingsContext } from "./components/settingsContext";
 import { RolloutsPage } from "./pages/Rollouts";
-import { ResourcesPage } from "./pages/Resources";
-import { WorkersPage } from "./pages/Workers";
 
-// The chart library is only loaded on the Training page: the first render stays light.
-const TrainingPage = lazy(() => import("./pages/Training"));
+// Only the first screen (the frame and the Rollouts page) is in the entry chunk: every
+// other page, the settings dialog and the chart library load when the browser is idle
+// after it, or when first needed, so the first render stays light.
+const loadRolloutDetail = () => import("./pages/RolloutDetail");
+const loadTraining = () => import("./pages/Training");
+const loadResources = () => import("./pages/Resources");
+const loadWorkers = () => import("./pages/Workers");
+const loadSettings = () => import("./components/SettingsModal");
+
+const RolloutDetailPage = lazy(() => loadRolloutDetail().then((m) => ({ default: m.RolloutDetailPage })));
+const TrainingPage = lazy(loadTraining);
+const ResourcesPage = lazy(() => loadResources().then((m) => ({ default: m.ResourcesPage })));
+const WorkersPage = lazy(() => loadWorkers().then((m) => ({ default: m.WorkersPage })));
+const SettingsModal = lazy(loadSettings);
+
+/** Calls ``task`` once the browser has nothing better to do (after the first screen). */
+function whenIdle(task: () => void): () => void {
+  if (typeof window.requestIdleCallback === "function") {
+    const id = window.requestIdleCallback(task, { timeout: 2000 });
+    return () => window.cancelIdleCallback(id);
+  }
+  const id = setTimeout(task, 300); // Safari before 18 has no requestIdleCallback
+  return () => clearTimeout(id);
+}
 
 const NAV = [
   { to: "/rollouts", label: "Rollouts" },
@@ -23,11 +42,26 @@ const NAV = [
 
 export function App() {
   const [settingsOpen, setSettingsOpen] = useState(false);
+  // The dialog is mounted (closed) once idle, so it opens with its usual transition.
+  const [settingsMounted, setSettingsMounted] = useState(false);
   const location = useLocation();
   const active = location.pathname === "/" ? "/rollouts" : location.pathname;
 
+  useEffect(
+    () =>
+      whenIdle(() => {
+        setSettingsMounted(true);
+        [loadRolloutDetail, loadTraining, loadResources, loadWorkers].forEach((load) => load().catch(() => {}));
+      }),
+    [],
+  );
+  const openSettings = () => {
+    setSettingsMounted(true);
+    setSettingsOpen(true);
+  };
+
   return (
-    <SettingsContext.Provider value={{ open: () => setSettingsOpen(true) }}>
+    <SettingsContext.Provider value={{ open: openSettings }}>
       <AppShell header={{ height: 52 }} navbar={{ width: 180, breakpoint: 0 }} padding="md">
         <AppShell.Header>
           <Group h="100%" px="md" justify="space-between">
@@ -49,7 +83,7 @@ export function App() {
                   size="lg"
                   aria-label="Settings"
                   data-testid="open-settings"
-                  onClick={() => setSettingsOpen(true)}
+                  onClick={openSettings}
                 >
                   ⚙
                 </ActionIcon>
@@ -83,7 +117,11 @@ export function App() {
           </Suspense>
         </AppShell.Main>
       </AppShell>
-      <SettingsModal opened={settingsOpen} onClose={() => setSettingsOpen(false)} />
+      {settingsMounted && (
+        <Suspense fallback={null}>
+          <SettingsModal opened={settingsOpen} onClose={() => setSettingsOpen(false)} />
+        </Suspense>
+      )}
     </SettingsContext.Provider>
   );
 }

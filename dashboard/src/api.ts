@@ -32,22 +32,27 @@ export function buildUrl(path: string, query?: Query): string {
 
 declare global {
   interface Window {
-    /** The default Rollouts page, asked for by index.html before the app's scripts ran. */
-    __agentboltPrefetch?: { url: string; response: Promise<Response> };
+    /** The default Rollouts page, asked for by index.html before the app's scripts ran:
+     * `body` settles with the parsed JSON (undefined on any error), `value` holds it once there. */
+    __agentboltPrefetch?: { url: string; body: Promise<unknown>; value: unknown };
   }
 }
 
-/** The early answer for ``url`` if index.html asked for it (taken once), else undefined. */
-async function takePrefetched(url: string): Promise<Response | undefined> {
+/** The early answer for ``url`` if index.html asked for it and it has already arrived
+ * (taken once), else undefined: lets the first render show the rows without a second pass. */
+export function takePrefetchedNow<T>(url: string): T | undefined {
+  const early = window.__agentboltPrefetch;
+  if (!early || early.url !== url || early.value === undefined) return undefined;
+  window.__agentboltPrefetch = undefined;
+  return early.value as T;
+}
+
+/** The early answer for ``url`` if index.html asked for it (taken once, awaited), else undefined. */
+async function takePrefetched(url: string): Promise<unknown> {
   const early = window.__agentboltPrefetch;
   if (!early || early.url !== url) return undefined;
   window.__agentboltPrefetch = undefined;
-  try {
-    const response = await early.response;
-    return response.ok ? response : undefined; // an error: ask again, the usual way
-  } catch {
-    return undefined;
-  }
+  return early.body; // undefined on an error: the caller asks again, the usual way
 }
 
 export async function apiGet<T>(path: string, query?: Query, signal?: AbortSignal): Promise<T> {
@@ -56,7 +61,7 @@ export async function apiGet<T>(path: string, query?: Query, signal?: AbortSigna
   if (token) headers.Authorization = `Bearer ${token}`;
   const url = buildUrl(path, query);
   const early = await takePrefetched(url);
-  if (early) return (await early.json()) as T;
+  if (early !== undefined) return early as T;
   let response: Response;
   try {
     response = await fetch(url, { headers, signal });

@@ -9,12 +9,20 @@ export function fmtDuration(seconds: number | null | undefined): string {
   return `${Math.floor(m / 60)} h ${m % 60} m`;
 }
 
+// Made once: what toLocaleTimeString / toLocaleDateString would give, without building a
+// formatter per call (a table of rows calls this often).
+let timeFormat: Intl.DateTimeFormat | undefined;
+let dateFormat: Intl.DateTimeFormat | undefined;
+
 export function fmtTime(epoch: number | null | undefined): string {
   if (epoch === null || epoch === undefined) return "—";
   const d = new Date(epoch * 1000);
   const now = new Date();
-  const time = d.toLocaleTimeString(undefined, { hour12: false });
-  return d.toDateString() === now.toDateString() ? time : `${d.toLocaleDateString()} ${time}`;
+  timeFormat ??= new Intl.DateTimeFormat(undefined, { hour12: false, hour: "numeric", minute: "numeric", second: "numeric" });
+  const time = timeFormat.format(d);
+  if (d.toDateString() === now.toDateString()) return time;
+  dateFormat ??= new Intl.DateTimeFormat(undefined, { year: "numeric", month: "numeric", day: "numeric" });
+  return `${dateFormat.format(d)} ${time}`;
 }
 
 export function fmtNumber(value: number | null | undefined, digits = 3): string {

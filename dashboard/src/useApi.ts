@@ -1,7 +1,7 @@
 // Fetch a read-API path, and fetch it again every `refreshMs` (live refresh) while mounted.
 import { useCallback, useEffect, useRef, useState } from "react";
 
-import { apiGet, ApiError, type Query } from "./api";
+import { apiGet, ApiError, buildUrl, takePrefetchedNow, type Query } from "./api";
 import { onSettingsChange } from "./settings";
 
 export interface ApiState<T> {
@@ -14,10 +14,13 @@ export interface ApiState<T> {
 
 export function useApi<T>(path: string | null, query?: Query, refreshMs?: number): ApiState<T> {
   const key = path === null ? null : `${path}?${JSON.stringify(query ?? {})}`;
-  const [state, setState] = useState<{ key: string | null; data?: T; error?: ApiError; loading: boolean }>({
-    key,
-    loading: path !== null,
+  // The rows index.html already fetched, when they are in: shown by the first render, and
+  // the mount's own fetch is skipped (the next one is the live refresh).
+  const [state, setState] = useState<{ key: string | null; data?: T; error?: ApiError; loading: boolean }>(() => {
+    const early = path === null ? undefined : takePrefetchedNow<T>(buildUrl(path, query));
+    return early === undefined ? { key, loading: path !== null } : { key, data: early, loading: false };
   });
+  const prefetchedKey = useRef(state.data === undefined ? null : key);
   const [tick, setTick] = useState(0);
   const refresh = useCallback(() => setTick((t) => t + 1), []);
   const queryRef = useRef(query);
@@ -27,8 +30,12 @@ export function useApi<T>(path: string | null, query?: Query, refreshMs?: number
 
   useEffect(() => {
     if (path === null) return;
+    if (prefetchedKey.current === key) {
+      prefetchedKey.current = null;
+      return;
+    }
     const controller = new AbortController();
-    setState((s) => (s.key === key ? { ...s, loading: true } : { key, loading: true }));
+    setState((s) => (s.key !== key ? { key, loading: true } : s.loading ? s : { ...s, loading: true }));
     apiGet<T>(path, queryRef.current, controller.signal).then(
       (data) => setState({ key, data, loading: false }),
       (err: Error) => {

@@ -2,7 +2,7 @@
 import { Alert, Button, Group, Text } from "@mantine/core";
 
 import type { ApiError } from "../api";
-import { useOpenSettings } from "./SettingsModal";
+import { useOpenSettings } from "./settingsContext";
 
 export function ApiErrorAlert({ error }: { error: ApiError | undefined }) {
   const openSettings = useOpenSettings();

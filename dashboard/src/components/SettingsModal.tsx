@@ -1,16 +1,10 @@
 // Server URL and admin token, kept in localStorage (see settings.ts).
 import { Button, Group, Modal, PasswordInput, Stack, Text, TextInput } from "@mantine/core";
-import { createContext, useContext, useEffect, useState } from "react";
+import { useEffect, useState } from "react";
 
 import { getSettings, saveSettings } from "../settings";
 
-export const SettingsContext = createContext<{ open: () => void }>({ open: () => {} });
-
-export function useOpenSettings(): () => void {
-  return useContext(SettingsContext).open;
-}
-
-export function SettingsModal({ opened, onClose }: { opened: boolean; onClose: () => void }) {
+export default function SettingsModal({ opened, onClose }: { opened: boolean; onClose: () => void }) {
   const [serverUrl, setServerUrl] = useState(getSettings().serverUrl);
   const [token, setToken] = useState(getSettings().token);
 

@@ -19,8 +19,7 @@ import { useNavigate, useSearchParams } from "react-router";
 
 import { idPath } from "../api";
 import { ApiErrorAlert } from "../components/ApiErrorAlert";
-import { StatusBadge } from "../components/StatusBadge";
-import { fmtDuration, fmtNumber, fmtTime } from "../format";
+import { RolloutTableRow } from "../components/RolloutTableRow";
 import { ROLLOUT_STATUSES, type RolloutPage } from "../types";
 import { useApi } from "../useApi";
 
@@ -33,6 +32,9 @@ const SORTABLE: { key: string; label: string }[] = [
   { key: "attempt_count", label: "Attempts" },
 ];
 
+// A closed dropdown is not kept in the page: nothing to position (a forced layout) on the first render.
+const LIGHT_DROPDOWN = { keepMounted: false };
+
 export function RolloutsPage() {
   const navigate = useNavigate();
   const [params, setParams] = useSearchParams();
@@ -44,7 +46,9 @@ export function RolloutsPage() {
   const [searchInput, setSearchInput] = useState(params.get("search") ?? "");
   const [search] = useDebouncedValue(searchInput, 300);
   const [live, setLive] = useState(true);
-  const [cursors, setCursors] = useState<(string | null)[]>([null]); // cursor of each page visited
+  // The cursor of each page visited, for the filters they were visited with: other filters
+  // start again at page 1 (derived while rendering, so no effect re-renders the page).
+  const [paging, setPaging] = useState<{ filterKey: string; cursors: (string | null)[] }>({ filterKey: "", cursors: [null] });
 
   const update = (changes: Record<string, string | string[] | null>) => {
     const next = new URLSearchParams(params);
@@ -62,7 +66,9 @@ export function RolloutsPage() {
   }, [search]);
 
   const filterKey = `${statuses.join(",")}|${mode}|${search}|${sortBy}|${descending}|${limit}`;
-  useEffect(() => setCursors([null]), [filterKey]);
+  const cursors = paging.filterKey === filterKey ? paging.cursors : [null];
+  const setCursors = (next: (c: (string | null)[]) => (string | null)[]) =>
+    setPaging((p) => ({ filterKey, cursors: next(p.filterKey === filterKey ? p.cursors : [null]) }));
   const cursor = cursors[cursors.length - 1];
 
   const query = useMemo(
@@ -83,6 +89,7 @@ export function RolloutsPage() {
     </UnstyledButton>
   );
 
+  const openRollout = (rolloutId: string) => navigate(`/rollouts/${idPath(rolloutId)}`);
   const total = data?.total;
   const pageIndex = cursors.length - 1;
 
@@ -131,6 +138,7 @@ export function RolloutsPage() {
           onChange={(v) => update({ mode: v })}
           clearable
           w={130}
+          comboboxProps={LIGHT_DROPDOWN}
           data-testid="filter-mode"
         />
         <Select
@@ -139,6 +147,7 @@ export function RolloutsPage() {
           onChange={(v) => update({ limit: v })}
           w={140}
           allowDeselect={false}
+          comboboxProps={LIGHT_DROPDOWN}
         />
       </Group>
       <ApiErrorAlert error={error} />
@@ -160,31 +169,7 @@ export function RolloutsPage() {
           </Table.Thead>
           <Table.Tbody>
             {data?.items.map((r) => (
-              <Table.Tr
-                key={r.rollout_id}
-                className="row-link"
-                data-testid="rollout-row"
-                data-rollout-id={r.rollout_id}
-                data-status={r.status}
-                onClick={() => navigate(`/rollouts/${idPath(r.rollout_id)}`)}
-              >
-                <Table.Td className="mono">{r.rollout_id}</Table.Td>
-                <Table.Td>
-                  <StatusBadge status={r.status} />
-                </Table.Td>
-                <Table.Td>{r.mode}</Table.Td>
-                <Table.Td data-testid="rollout-reward">{fmtNumber(r.reward)}</Table.Td>
-                <Table.Td>{fmtDuration(r.duration)}</Table.Td>
-                <Table.Td>{r.attempt_count}</Table.Td>
-                <Table.Td>{r.resources_version !== null ? `v${r.resources_version}` : "—"}</Table.Td>
-                <Table.Td className="mono">{r.worker_id ?? "—"}</Table.Td>
-                <Table.Td>{fmtTime(r.created_at)}</Table.Td>
-                <Table.Td>
-                  <Text size="xs" c="dimmed" className="clip">
-                    {r.input_preview ?? ""}
-                  </Text>
-                </Table.Td>
-              </Table.Tr>
+              <RolloutTableRow key={r.rollout_id} rollout={r} onOpen={openRollout} />
             ))}
           </Table.Tbody>
         </Table>
