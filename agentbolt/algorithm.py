@@ -1,27 +1,36 @@
 """``agentbolt.algorithm``: another name for :mod:`agentbolt.algorithms` (both spellings
-appear in guides), exporting the same objects."""
+appear in guides), exporting the same objects (the learning algorithms on first use)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentbolt import algorithms as _algorithms
 from agentbolt.algorithms import (
-    APO,
     DEFAULT_ROLLOUT_CONFIG,
-    GRPO,
-    SFT,
     Algorithm,
     AlgorithmContext,
-    APOConfig,
-    APOResult,
-    Candidate,
     Evaluate,
     EvaluationResult,
     EvaluationRow,
-    GRPOConfig,
-    GRPOResult,
-    LoraSettings,
-    SFTConfig,
-    SFTResult,
 )
 
-__all__ = [
+if TYPE_CHECKING:
+    from agentbolt.algorithms import (
+        APO,
+        GRPO,
+        SFT,
+        APOConfig,
+        APOResult,
+        Candidate,
+        GRPOConfig,
+        GRPOResult,
+        LoraSettings,
+        SFTConfig,
+        SFTResult,
+    )
+
+__all__ = [  # the same names as agentbolt.algorithms.__all__
     "APO",
     "DEFAULT_ROLLOUT_CONFIG",
     "GRPO",
@@ -40,3 +49,13 @@ __all__ = [
     "SFTConfig",
     "SFTResult",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(_algorithms, name)
+    raise AttributeError(f"module 'agentbolt.algorithm' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

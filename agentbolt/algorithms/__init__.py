@@ -1,15 +1,32 @@
 """Algorithms: they enqueue rollouts, read what runners recorded, and (learning ones)
-publish new resources. ``agentbolt.algorithm`` is another name for this package."""
+publish new resources. ``agentbolt.algorithm`` is another name for this package.
 
-from agentbolt.algorithms.apo import APO, APOConfig, APOResult, Candidate
+``APO``, ``SFT`` and ``GRPO`` (and their configs and results) are imported on first use:
+a runner process that only runs an agent never pays for them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from agentbolt.algorithms.base import (
     DEFAULT_ROLLOUT_CONFIG,
     Algorithm,
     AlgorithmContext,
 )
 from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult, EvaluationRow
-from agentbolt.algorithms.grpo import GRPO, GRPOConfig, GRPOResult, LoraSettings
-from agentbolt.algorithms.sft import SFT, SFTConfig, SFTResult
+
+if TYPE_CHECKING:
+    from agentbolt.algorithms.apo import APO, APOConfig, APOResult, Candidate
+    from agentbolt.algorithms.grpo import GRPO, GRPOConfig, GRPOResult, LoraSettings
+    from agentbolt.algorithms.sft import SFT, SFTConfig, SFTResult
+
+_LAZY = {
+    **dict.fromkeys(("APO", "APOConfig", "APOResult", "Candidate"), "agentbolt.algorithms.apo"),
+    **dict.fromkeys(("GRPO", "GRPOConfig", "GRPOResult", "LoraSettings"), "agentbolt.algorithms.grpo"),
+    **dict.fromkeys(("SFT", "SFTConfig", "SFTResult"), "agentbolt.algorithms.sft"),
+}
 
 __all__ = [
     "APO",
@@ -30,3 +47,16 @@ __all__ = [
     "SFTConfig",
     "SFTResult",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentbolt.algorithms' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
