@@ -4,6 +4,11 @@ machine that can reach it::
     agentbolt runner --server http://trainer-host:4747 --token $TOKEN \\
         --agent my_project.agents:solve --concurrency 8
 
+Several servers on one PostgreSQL database: repeat ``--server``. Each runner process
+starts on one of them — picked from its worker id, so many runners spread over the
+servers — and fails over to the next when its server cannot be reached (see
+``docs/scale-out.md``).
+
 Also runnable as ``python -m agentbolt.runner_cli ...``. Ctrl-C (or SIGTERM) once:
 finish running rollouts and leave; twice: stop them now (they are retried elsewhere).
 """
@@ -11,12 +16,16 @@ finish running rollouts and leave; twice: stop them now (they are retried elsewh
 from __future__ import annotations
 
 import logging
+import zlib
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-__all__ = ["runner", "main"]
+if TYPE_CHECKING:
+    from agentbolt.store.base import Store
+
+__all__ = ["main", "runner"]
 
 
 class LogLevel(StrEnum):
@@ -28,11 +37,12 @@ class LogLevel(StrEnum):
 
 def runner(
     server: Annotated[
-        str,
+        list[str],
         typer.Option(
             "--server",
             envvar="AGENTBOLT_SERVER",
-            help="The agentbolt server to join (http://host:port), or a store URL (sqlite:///path.db).",
+            help="The agentbolt server to join (http://host:port), or a store URL (sqlite:///path.db). "
+            "Repeat for several servers on one shared database: the runner uses one and fails over to the next.",
         ),
     ],
     agent: Annotated[
@@ -68,7 +78,7 @@ def runner(
     from agentbolt.runner.agent import as_agent
     from agentbolt.runner.loading import AgentLoadError, load_object
     from agentbolt.runner.process import configure_child_logging, serve_runner
-    from agentbolt.runner.runner import Runner
+    from agentbolt.runner.runner import Runner, default_worker_id
     from agentbolt.store.url import open_store
 
     configure_child_logging(log_level.value)
@@ -78,7 +88,11 @@ def runner(
             hook_objs = [_instantiate(load_object(ref)) for ref in hooks or []]
         except (AgentLoadError, TypeError, ImportError) as err:
             fail(f"cannot load --agent {agent}: {err}", USAGE_ERROR)
-        store = open_store(server, token=token)
+        worker_id = worker_id or default_worker_id()
+        if len(server) == 1:
+            store = open_store(server[0], token=token)
+        else:
+            store = _server_pool(server, token, worker_id)
         the_runner = Runner(
             agent_obj,
             store=store,
@@ -89,7 +103,11 @@ def runner(
             poll_interval=poll_interval,
         )
         logging.getLogger("agentbolt.runner").info(
-            "runner %s starting: server %s, agent %s, concurrency %d", the_runner.worker_id, server, agent_obj.name, concurrency
+            "runner %s starting: server %s, agent %s, concurrency %d",
+            the_runner.worker_id,
+            getattr(store, "base_url", server[0]),
+            agent_obj.name,
+            concurrency,
         )
         stats = serve_runner(the_runner, max_rollouts=max_rollouts)
         if stats is None:
@@ -100,6 +118,20 @@ def runner(
             f"{stats.stopped} stopped in {stats.elapsed:.1f} s",
             err=True,
         )
+
+
+def _server_pool(servers: list[str], token: str | None, worker_id: str) -> Store:
+    """One client over several servers, starting at the one this worker's id picks (so
+    runners spread evenly) and failing over in order."""
+    from agentbolt.cli.failures import USAGE_ERROR, fail
+    from agentbolt.store.http import HttpStore
+
+    not_http = [url for url in servers if not url.startswith(("http://", "https://"))]
+    if not_http:
+        fail(f"several --server must all be agentbolt servers (http://host:port), not {', '.join(not_http)}",
+             USAGE_ERROR)
+    first = zlib.crc32(worker_id.encode()) % len(servers)
+    return HttpStore(servers[first:] + servers[:first], token=token)
 
 
 def _instantiate(obj: object) -> object:

@@ -1,8 +1,20 @@
 """``agentbolt server``: serve a store over HTTP (store API, OTLP, metrics), and with
-``--engine`` the model gateway in front of an inference engine."""
+``--engine`` the model gateway in front of an inference engine.
+
+``--workers N`` runs N server processes accepting connections on one socket, all on the
+same PostgreSQL store (the database is what they share: claims, deadlines, waits). A
+worker that dies is replaced; Ctrl-C or SIGTERM stops them all. SQLite and memory
+stores cannot be shared by processes, so they refuse it.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
@@ -36,12 +48,25 @@ _GATEWAY = "Model gateway"
 
 def server(
     store: Annotated[
-        str, typer.Option("--store", help="Store to serve: sqlite:///path.db (durable) or memory:// (lost on exit).")
+        str,
+        typer.Option(
+            "--store",
+            help="Store to serve: sqlite:///path.db (durable), postgresql://user@host/db (durable, shared by "
+            "several servers; pip install 'agentbolt[postgres]') or memory:// (lost on exit).",
+        ),
     ] = DEFAULT_STORE_URL,
     host: Annotated[
         str, typer.Option("--host", help="Interface to bind. Anything but loopback needs --admin-token.")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p", min=0, max=65535, help="TCP port.")] = 4747,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Server processes sharing the port; more than 1 needs a PostgreSQL store (--store postgresql://...).",
+        ),
+    ] = 1,
     admin_token: Annotated[
         str | None,
         typer.Option(
@@ -141,12 +166,15 @@ def server(
     gateway = _gateway_spec(
         engine, engine_url, engine_model, engine_api_key, model_path, device, train_temperature, val_temperature
     )
+    if workers > 1:
+        _check_workers(workers, store, gateway is not None)
     try:
         from agentbolt.models import MissingModelError
         from agentbolt.server import run_server
     except ImportError as err:
         fail(f"the server is not available in this installation: {err}", RUNTIME_ERROR)
-    try:
+
+    def serve(sockets: list[socket.socket] | None = None) -> None:
         run_server(
             store_url=store,
             host=host,
@@ -156,7 +184,14 @@ def server(
             log_level=log_level.value,
             gateway=gateway,
             cors_origins=cors_origin or (),
+            sockets=sockets,
         )
+
+    try:
+        if workers > 1:
+            _serve_workers(workers, host, port, serve)
+        else:
+            serve()
     except KeyboardInterrupt:
         return
     except MissingModelError as err:  # no torch, no model package, a model directory that does not load
@@ -171,6 +206,90 @@ def server(
                 f"the server on {host}:{port} could not start or stopped with an error: see its log above",
                 RUNTIME_ERROR,
             )
+
+
+def _check_workers(workers: int, store: str, with_gateway: bool) -> None:
+    if not store.startswith(("postgresql://", "postgres://")):
+        fail(
+            f"--workers {workers} needs a store several processes can share: --store postgresql://...; "
+            f"{store} is one process's (SQLite allows one writer, memory:// lives in one process). "
+            "Run a single server on it, or move the store to PostgreSQL (docs/scale-out.md)"
+        )
+    if with_gateway:
+        fail("--engine serves the model gateway from one process: use --workers 1 with --engine "
+             "(run store-only servers with --workers beside it)")
+
+
+def _serve_workers(n: int, host: str, port: int, serve: Callable[[list[socket.socket]], None]) -> None:
+    """Bind ``host:port`` once and fork ``n`` processes serving on it; replace any that
+    dies, stop them all on SIGINT/SIGTERM. A worker failing within seconds of its start
+    (bad database URL, taken port...) stops everything: restarting would fail the same way."""
+    log = logging.getLogger("agentbolt.server")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        sock = socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as err:
+        fail(f"cannot serve on {host}:{port}: {err.strerror or err}", RUNTIME_ERROR)
+    children: dict[int, tuple[int, float]] = {}  # pid -> (slot, start time)
+    stopping = False
+
+    def spawn(slot: int) -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker: serve until told to stop, never return into the parent's code
+            code = 1
+            try:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                serve([sock])
+                code = 0
+            except KeyboardInterrupt:
+                code = 0
+            except typer.Exit as exit_:
+                code = exit_.exit_code
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 1
+            except BaseException:
+                log.exception("server worker %d crashed", slot)
+            finally:
+                os._exit(code)
+        children[pid] = (slot, time.monotonic())
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    for slot in range(n):
+        spawn(slot)
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    log.warning("agentbolt server: %d worker processes on %s:%d (pids %s)", n, host, sock.getsockname()[1],
+                ", ".join(str(pid) for pid in children))
+    failed_early = None
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid not in children:
+            continue
+        slot, started = children.pop(pid)
+        if stopping:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        if time.monotonic() - started < 10.0 and code > 0:
+            failed_early = f"server worker {slot} (pid {pid}) failed at startup with exit code {code}: see its log above"
+            stop(signal.SIGTERM, None)
+            continue
+        log.warning("server worker %d (pid %d) exited with %s: starting a new one", slot, pid, code)
+        spawn(slot)
+    sock.close()
+    if failed_early:
+        fail(failed_early, RUNTIME_ERROR)
 
 
 def _gateway_spec(

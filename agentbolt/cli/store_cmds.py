@@ -1,18 +1,22 @@
 """``agentbolt store ...``: read what a store holds — stats, rollouts, spans,
-resources, workers, training metrics — from a SQLite file or a running server."""
+resources, workers, training metrics — from a SQLite file or a running server; export a
+run to files and delete old spans (``export``, ``prune-spans``: see docs/retention.md)."""
 
+import contextlib
 import time
 from collections import deque
+from collections.abc import Iterator
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 
 from agentbolt.cli.connect import DEFAULT_STORE_URL, query_store
-from agentbolt.cli.failures import reported_errors
+from agentbolt.cli.failures import CliFailure, reported_errors
 from agentbolt.cli.output import emit_json_lines, note, show
-from agentbolt.cli.render_metrics import metrics_table
 from agentbolt.cli.render import (
     json_line,
     masked_resources,
@@ -24,15 +28,38 @@ from agentbolt.cli.render import (
     stats_view,
     workers_table,
 )
+from agentbolt.cli.render_metrics import metrics_table
+from agentbolt.retention import (
+    ExportSelection,
+    InvalidTimeError,
+    PruneResult,
+    RetentionError,
+    export_run,
+    format_time,
+    parse_duration,
+    parse_time,
+    prune_spans,
+)
+from agentbolt.retention.formats import check_format
 from agentbolt.store import Store
 from agentbolt.store.pagination import ROLLOUT_SORT_KEYS
-from agentbolt.types import Attempt, MetricRecord, Page, Resources, Rollout, RolloutMode, RolloutStatus, Span
+from agentbolt.types import (
+    Attempt,
+    MetricRecord,
+    Page,
+    Resources,
+    Rollout,
+    RolloutMode,
+    RolloutStatus,
+    Span,
+)
 
 __all__ = ["store_app"]
 
 store_app = typer.Typer(
     name="store",
-    help="Inspect a store: a SQLite file (sqlite:///path.db) or a server (http://host:port).",
+    help="Inspect a store (a SQLite file sqlite:///path.db, or a server http://host:port), "
+    "export runs, delete old spans.",
     no_args_is_help=True,
 )
 
@@ -260,3 +287,162 @@ def metrics(
             show(metrics_table(records, key, time.time()))
         else:
             show(f"[dim]no metrics for run {escape(repr(run_id))} (list runs: agentbolt store metrics)[/dim]")
+
+
+# ---------------------------------------------------------------------- retention
+class ExportFormatChoice(StrEnum):
+    jsonl = "jsonl"
+    parquet = "parquet"
+
+
+class SamplesChoice(StrEnum):
+    chat = "chat"
+    triplets = "triplets"
+    none = "none"
+
+
+def _when(text: str, option: str) -> float:
+    """A time typed on the command line: ISO 8601, epoch seconds, or a duration (``7d``) meaning that long ago."""
+    try:
+        return parse_time(text)
+    except InvalidTimeError as time_err:
+        try:
+            return time.time() - parse_duration(text)
+        except InvalidTimeError:
+            raise CliFailure(
+                f"{option} {text!r}: {time_err} — or a duration back from now, like 7d or 12h"
+            ) from None
+
+
+@contextlib.contextmanager
+def _retention_errors() -> Iterator[None]:
+    """Bad input of the retention commands as one-line usage errors."""
+    try:
+        yield
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'selection'}: {e['msg']}" for e in err.errors())
+        raise CliFailure(problems) from None
+    except RetentionError as err:
+        raise CliFailure(str(err)) from None
+
+
+@store_app.command("export")
+def export_cmd(
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write (created; must be empty).", show_default=False)],
+    format: Annotated[ExportFormatChoice, typer.Option("--format", "-f", help="File format.")] = ExportFormatChoice.jsonl,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Rollouts created at/after: ISO time, epoch seconds, or 7d (ago).")
+    ] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Rollouts created before (same forms).")] = None,
+    status: Annotated[
+        list[RolloutStatus] | None, typer.Option("--status", "-s", help="Only this status (repeat for several).")
+    ] = None,
+    mode: Annotated[RolloutMode | None, typer.Option("--mode", "-m", help="Only rollouts of this mode.")] = None,
+    min_version: Annotated[
+        int | None, typer.Option("--min-resources-version", min=1, help="Rollouts run with this version or later.")
+    ] = None,
+    max_version: Annotated[
+        int | None, typer.Option("--max-resources-version", min=1, help="Rollouts run with this version or earlier.")
+    ] = None,
+    rollout_id: Annotated[
+        list[str] | None, typer.Option("--rollout-id", help="Only this rollout (repeat for several).")
+    ] = None,
+    metrics_run: Annotated[
+        list[str] | None, typer.Option("--metrics-run", help="Export this run's training metrics (repeatable).")
+    ] = None,
+    samples: Annotated[
+        SamplesChoice, typer.Option("--samples", help="Training samples of finished rollouts: chat records or triplets.")
+    ] = SamplesChoice.chat,
+    gzip: Annotated[bool, typer.Option("--gzip", help="Compress JSONL files (.jsonl.gz).")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a previous export in OUT_DIR.")] = False,
+    store: StoreUrl = DEFAULT_STORE_URL,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Export rollouts, attempts, spans, training samples and metrics to JSONL or Parquet files."""
+    with reported_errors(), _retention_errors():
+        selection = ExportSelection(
+            since=None if since is None else _when(since, "--since"),
+            until=None if until is None else _when(until, "--until"),
+            status=status or None,
+            mode=mode,
+            min_resources_version=min_version,
+            max_resources_version=max_version,
+            rollout_ids=rollout_id or None,
+            metric_runs=metrics_run or [],
+        )
+        if gzip and format == ExportFormatChoice.parquet:
+            raise CliFailure("--gzip applies to --format jsonl only (Parquet files are compressed already)")
+        check_format(format.value)
+        manifest = query_store(
+            store,
+            token,
+            lambda s: export_run(
+                s,
+                out_dir,
+                selection,
+                format=format.value,
+                samples=samples.value,
+                gzip=gzip,
+                overwrite=overwrite,
+                progress=not as_json,
+            ),
+        )
+        if as_json:
+            typer.echo(json_line(manifest))
+            return
+        counts = ", ".join(f"{n} {table}" for table, n in manifest.counts.items())
+        show(f"exported {escape(counts)} to {escape(str(out_dir))} in {manifest.seconds:.1f} s")
+
+
+def _confirmed(question: str) -> bool:
+    """Ask on the terminal; no answer (end of input, as in cron) is a no."""
+    try:
+        return typer.confirm(question, default=False, err=True)
+    except typer.Abort:
+        typer.echo("", err=True)
+        return False
+
+
+@store_app.command("prune-spans")
+def prune_spans_cmd(
+    older_than: Annotated[
+        str | None, typer.Option("--older-than", help="Rollouts that finished longer ago than this: 30d, 12h...")
+    ] = None,
+    before: Annotated[
+        str | None, typer.Option("--before", help="Rollouts that finished before this ISO time or epoch seconds.")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count the spans that would go; delete nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    vacuum: Annotated[
+        bool, typer.Option("--vacuum", help="SQLite: shrink the file afterwards (VACUUM; holds the write lock).")
+    ] = False,
+    store: StoreUrl = DEFAULT_STORE_URL,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Delete the spans of rollouts that finished before a time (rollouts and rewards stay)."""
+    with reported_errors(), _retention_errors():
+        if (older_than is None) == (before is None):
+            raise CliFailure("give one of --older-than (like 30d) and --before (an ISO time or epoch seconds)")
+        if older_than is not None:
+            cut = time.time() - parse_duration(older_than)
+        else:
+            assert before is not None
+            cut = parse_time(before)
+        where = f"rollouts finished before {format_time(cut)}"
+        count = query_store(store, token, lambda s: prune_spans(s, before=cut, dry_run=True)).deleted
+        if dry_run or count == 0:
+            result = PruneResult(before=cut, before_iso=format_time(cut), deleted=count, dry_run=True, vacuumed=False)
+            if as_json:
+                typer.echo(json_line(result))
+            else:
+                show(f"{count} spans of {where} would be deleted" if count else f"no spans of {where}: nothing to delete")
+            return
+        if not yes and not _confirmed(f"Delete {count} spans of {where}?"):
+            raise CliFailure("nothing deleted (pass --yes to skip this question in scripts)")
+        result = query_store(store, token, lambda s: prune_spans(s, before=cut, vacuum=vacuum))
+        if as_json:
+            typer.echo(json_line(result))
+        else:
+            show(f"deleted {result.deleted} spans of {where}" + (" and vacuumed the file" if result.vacuumed else ""))

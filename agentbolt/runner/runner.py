@@ -8,7 +8,10 @@ timed it out, it was cancelled or another attempt took over, the agent is stoppe
 :mod:`agentbolt.runner.calls` for how, and its limits). The runner also enforces the
 rollout's ``timeout_seconds`` itself. When the agent is done the tracer is flushed —
 all spans are stored — and then the outcome is reported: succeeded, or failed with an
-exception span and the traceback.
+exception span and the traceback. So an attempt the store shows as succeeded has all its
+spans stored: if some could not be stored (the store was down for longer than the
+tracer's retries), the attempt is reported failed as retryable instead, and the rollout
+runs again with a complete trace.
 
 Up to ``concurrency`` attempts run at once. Stopping (the ``stop`` event, or
 cancelling :meth:`Runner.run`, e.g. Ctrl-C) claims nothing more, lets running attempts
@@ -37,7 +40,7 @@ from agentbolt.runner.errors import error_info
 from agentbolt.runner.gateway_llm import resolve_gateway_llms
 from agentbolt.runner.hooks import HookSet
 from agentbolt.store.base import Store
-from agentbolt.store.errors import InvalidTransitionError
+from agentbolt.store.errors import InvalidTransitionError, StoreUnavailableError
 from agentbolt.tracing.emitters import emit_exception, emit_reward
 from agentbolt.tracing.tracer import Tracer
 from agentbolt.types import (
@@ -50,9 +53,14 @@ from agentbolt.types import (
     WorkerStatus,
 )
 
-__all__ = ["Runner", "RunnerStats"]
+__all__ = ["Runner", "RunnerStats", "default_worker_id"]
 
 log = logging.getLogger("agentbolt.runner")
+
+SPAN_RETRIES = 10
+"""Retries of a span batch by the runner's own tracer (backoff 0.1 s doubling, at most
+5 s apart: 30 to 40 s of store outage over HTTP, each try retrying too) — patient enough
+for a server restart, like reporting outcomes."""
 
 _SHUTDOWN = "shutdown"
 _TIMEOUT = "timeout"
@@ -70,6 +78,11 @@ class RunnerStats:
     """Attempts stopped before they finished: timed out, cancelled, taken over by
     another attempt, or interrupted by shutdown."""
     elapsed: float = 0.0
+
+
+def default_worker_id() -> str:
+    """A runner name unique across machines: host, process id and a random suffix."""
+    return f"runner-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 @dataclass
@@ -107,7 +120,9 @@ class Runner:
     ``agent`` (or ``run_fn``, the same thing under the name some guides use) is any form
     :func:`agentbolt.runner.agent.as_agent` accepts. ``store`` may be left out when a
     :class:`~agentbolt.Trainer` runs the runner (it supplies the store). ``hooks`` is one
-    hooks object or a sequence of them.
+    hooks object or a sequence of them. ``report_patience`` — seconds an attempt's outcome
+    is sent again while the store is unreachable (a server restarting) before it is given
+    up (the attempt then times out as unresponsive and is retried).
     """
 
     def __init__(
@@ -124,6 +139,7 @@ class Runner:
         poll_interval: float = 0.2,
         shutdown_grace: float = 10.0,
         stop_grace: float = 1.0,
+        report_patience: float = 60.0,
     ) -> None:
         if agent is not None and run_fn is not None:
             raise TypeError("pass the agent either as `agent` or as `run_fn`, not both")
@@ -135,7 +151,7 @@ class Runner:
         self._agent: AgentAdapter | None = as_agent(source) if source is not None else None
         self.store = store
         self.concurrency = concurrency
-        self.worker_id = worker_id or f"runner-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.worker_id = worker_id or default_worker_id()
         self.hooks_source = hooks
         self.hooks = HookSet(hooks)
         self.tracer = tracer
@@ -143,6 +159,7 @@ class Runner:
         self.poll_interval = poll_interval
         self.shutdown_grace = shutdown_grace
         self.stop_grace = stop_grace
+        self.report_patience = report_patience
         self._resources: OrderedDict[int, Resources] = OrderedDict()
         self._running = False
 
@@ -174,7 +191,9 @@ class Runner:
         await store.start()
         tracer, own_tracer = self.tracer, False
         if tracer is None:
-            tracer, own_tracer = Tracer(store), True
+            # patient with the store: a span batch is retried for half a minute (a server
+            # restarting) before the attempt is given up as SpansNotStored
+            tracer, own_tracer = Tracer(store, max_retries=SPAN_RETRIES), True
         tracer.start()
         jobs: dict[asyncio.Task[None], _Job] = {}
         stop_waiter = asyncio.ensure_future(stop.wait())
@@ -208,6 +227,7 @@ class Runner:
         stop_when_idle: bool,
     ) -> None:
         failures = 0
+        request_id: str | None = None
         while not stop.is_set():
             room = self.concurrency - len(jobs)
             if max_rollouts is not None:
@@ -215,9 +235,13 @@ class Runner:
             claims: list[Claim] = []
             claim_failed = False
             if room > 0:
+                # a claim that failed is sent again with its request id: if the store did
+                # take it (and the answer was lost) it hands back the same attempts instead
+                # of leaving them to time out
+                request_id = request_id or uuid.uuid4().hex
                 try:
-                    claims = await self.store.claim_rollouts(self.worker_id, room)  # type: ignore[union-attr]
-                    failures = 0
+                    claims = await self.store.claim_rollouts(self.worker_id, room, request_id)  # type: ignore[union-attr]
+                    failures, request_id = 0, None
                 except Exception as exc:  # the store is down: keep trying, slower
                     claim_failed = True
                     failures += 1
@@ -295,11 +319,13 @@ class Runner:
                     )
                 except Exception:  # recording the failure must not hide it
                     log.exception("could not record the exception of rollout %s", rollout.rollout_id)
+        spans_lost: str | None = None
         try:
             await tracer.flush(attempt.attempt_id)
         except Exception as exc:
-            log.warning("spans of rollout %s may be incomplete: flush failed (%s)", rollout.rollout_id, exc)
-        await self._report(job, error, stats)
+            spans_lost = f"{type(exc).__name__}: {exc}"
+            log.warning("spans of rollout %s are incomplete: flush failed (%s)", rollout.rollout_id, spans_lost)
+        await self._report(job, error, stats, spans_lost)
         if self.hooks.defines("on_rollout_end"):
             await self._rollout_end(job)
 
@@ -356,13 +382,25 @@ class Runner:
             why = attempt.error.message if attempt.error is not None else attempt.status.value
             job.request_stop(f"the store ended the attempt ({attempt.status.value}: {why})")
 
-    async def _report(self, job: _Job, error: BaseException | None, stats: RunnerStats) -> None:
+    async def _report(
+        self, job: _Job, error: BaseException | None, stats: RunnerStats, spans_lost: str | None = None
+    ) -> None:
         rollout, attempt = job.rollout, job.attempt
         status: AttemptStatus | None
         info: ErrorInfo | None = None
-        if job.stop_reason is None and error is None:
+        if job.stop_reason is None and error is None and spans_lost is None:
             status = AttemptStatus.SUCCEEDED
             stats.succeeded += 1
+        elif job.stop_reason is None and error is None:
+            # a success without its trace would be a silent hole in the data: run it again
+            status = AttemptStatus.FAILED
+            info = ErrorInfo(
+                type="SpansNotStored",
+                message=f"the agent finished but its spans could not all be stored ({spans_lost})",
+                retryable=True,
+            )
+            stats.failed += 1
+            log.warning("rollout %s reported failed (retryable): its spans could not be stored", rollout.rollout_id)
         elif job.stop_reason is None:
             status, info = AttemptStatus.FAILED, error_info(error)  # type: ignore[arg-type]
             stats.failed += 1
@@ -384,13 +422,27 @@ class Runner:
                 )
             else:
                 return  # the store already decided this attempt's outcome
-        try:
-            await self.store.update_attempt(rollout.rollout_id, attempt.attempt_id, status=status, error=info)  # type: ignore[union-attr]
-        except InvalidTransitionError as exc:
-            log.info("rollout %s: outcome %s not recorded, the store had already ended the attempt (%s)",
-                     rollout.rollout_id, status.value, exc)
-        except Exception as exc:
-            log.error("could not report the outcome of rollout %s (%s: %s)", rollout.rollout_id, type(exc).__name__, exc)
+        # reporting is idempotent, so it is sent again while the store is unreachable (a
+        # server restarting): an outcome lost here would cost the whole attempt
+        give_up = time.monotonic() + self.report_patience
+        delay = 0.2
+        while True:
+            try:
+                await self.store.update_attempt(rollout.rollout_id, attempt.attempt_id, status=status, error=info)  # type: ignore[union-attr]
+                return
+            except InvalidTransitionError as exc:
+                log.info("rollout %s: outcome %s not recorded, the store had already ended the attempt (%s)",
+                         rollout.rollout_id, status.value, exc)
+                return
+            except Exception as exc:
+                retry = isinstance(exc, StoreUnavailableError) and time.monotonic() + delay < give_up
+                if not retry:
+                    log.error("could not report the outcome of rollout %s (%s: %s)", rollout.rollout_id,
+                              type(exc).__name__, exc)
+                    return
+                log.warning("reporting the outcome of rollout %s failed (%s); retrying", rollout.rollout_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     async def _rollout_end(self, job: _Job) -> None:
         store = self.store

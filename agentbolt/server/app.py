@@ -14,6 +14,7 @@ import importlib.util
 import ipaddress
 import logging
 import re
+import socket
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -331,6 +332,7 @@ def run_server(
     log_level: str = "info",
     gateway: GatewaySpec | Gateway | None = None,
     cors_origins: Sequence[str] = (),
+    sockets: Sequence[socket.socket] | None = None,
 ) -> None:
     """Serve the store at ``store_url`` on ``host:port`` until interrupted (blocks).
 
@@ -339,6 +341,8 @@ def run_server(
     a :class:`~agentbolt.gateway.GatewaySpec` is built here, before the server listens
     (a local model is loaded first), so a process can be told which engine to serve.
     ``cors_origins`` — browser origins allowed to call the API (a dashboard served elsewhere).
+    ``sockets`` — listen on these already bound sockets instead of binding ``host:port``
+    (``agentbolt server --workers N``: N processes accepting on one socket).
     """
     import uvicorn
 
@@ -374,4 +378,4 @@ def run_server(
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
-    _server_class()(config, app.state.agentbolt).run()
+    _server_class()(config, app.state.agentbolt).run(sockets=list(sockets) if sockets else None)

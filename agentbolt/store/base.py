@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agentbolt.store.errors import NotFoundError
+from agentbolt.store.errors import InvalidRequestError, NotFoundError
 from agentbolt.types import (
     Attempt,
     AttemptStatus,
@@ -188,6 +188,42 @@ class Store(abc.ABC):
     ) -> Page[Span]:
         """Spans of a rollout (all attempts, or one; ``attempt_id="latest"`` for the
         latest), ordered by attempt then sequence id."""
+
+    @abc.abstractmethod
+    async def delete_spans(
+        self,
+        *,
+        before: float | None = None,
+        rollout_ids: Sequence[str] | None = None,
+        dry_run: bool = False,
+    ) -> int:
+        """Delete the spans of finished rollouts, so the store does not grow without bound.
+
+        Only rollouts whose status is terminal (succeeded, failed, cancelled) lose spans:
+        spans of queued, preparing, running or requeuing rollouts are never touched, so
+        a live trace is never cut. A rollout's spans go all together (every attempt).
+        The filters combine:
+
+        * ``before`` (epoch seconds) — rollouts that finished (``end_time``) strictly
+          before this time;
+        * ``rollout_ids`` — only these rollouts (unknown or unfinished ids are skipped,
+          not an error).
+
+        At least one filter is required (:class:`InvalidRequestError` otherwise): pass
+        ``before=time.time()`` to mean "every finished rollout". Rollouts, attempts and
+        their rewards stay; :meth:`stats` counts fewer spans. With ``dry_run`` nothing
+        is deleted. Returns how many spans were (or, with ``dry_run``, would be)
+        deleted. Deleting again is a no-op returning 0; a span sent after its rollout's
+        spans were deleted is stored as new."""
+
+    @staticmethod
+    def _check_delete_filters(before: float | None, rollout_ids: Sequence[str] | None) -> None:
+        """Refuse a :meth:`delete_spans` call with no filter (a likely mistake)."""
+        if before is None and rollout_ids is None:
+            raise InvalidRequestError(
+                "delete_spans needs a filter: pass before=<epoch seconds> and/or rollout_ids=[...] "
+                "(before=time.time() means every finished rollout)"
+            )
 
     # ------------------------------------------------------------------ resources
     @abc.abstractmethod

@@ -15,6 +15,10 @@ this exactly like a local store; the server's typed errors are raised again here
   is off for them.
 * **Event loops.** One HTTP connection pool per event loop, made on first use, so the
   same object works from successive ``asyncio.run`` calls and from several threads.
+* **Several servers.** Given several URLs (servers sharing one PostgreSQL database), the
+  store talks to the first and fails over to the next when a call cannot reach it or it
+  answers 502/503/504; it stays there until that one fails in turn. The retries above
+  apply across servers, so failing over is safe for the same calls.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import random
 import ssl
 import threading
@@ -62,6 +67,8 @@ __all__ = ["HttpStore"]
 
 T = TypeVar("T")
 
+log = logging.getLogger("agentbolt.store.http")
+
 MAX_WAIT_SECONDS = 30.0
 """Longest single long-poll the server accepts (``POST /v1/rollouts/wait``)."""
 
@@ -85,9 +92,17 @@ _RUN_IDS = TypeAdapter(list[str])
 MAX_METRICS_PER_REQUEST = 10_000
 """Records per ``POST /v1/metrics``; larger calls are sent in several requests."""
 
+MAX_DELETE_IDS_PER_REQUEST = 10_000
+"""Rollout ids per ``POST /v1/retention/delete-spans``; longer lists take several requests."""
+
+DELETE_SPANS_TIMEOUT = 600.0
+"""Seconds to wait for the answer of one span deletion (a big store takes a while)."""
+
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 """Transport errors that guarantee the server never saw the request."""
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_FAILOVER_STATUS = frozenset({502, 503, 504})
+"""Answers that say "this server cannot serve now": another one may."""
 
 
 def _json_default(obj: Any) -> Any:
@@ -176,6 +191,8 @@ class _LoopState:
 class HttpStore(Store):
     """A :class:`~agentbolt.store.base.Store` served by ``agentbolt server`` at ``base_url``.
 
+    ``base_url`` may also be a sequence of URLs: servers on one shared database, used one
+    at a time, in that order, failing over to the next (see the module docstring).
     ``token`` — the admin token, or a rollout-scoped token (then only the calls an agent
     may make work). ``timeout`` — seconds per request. ``max_retries`` — retries of a
     failed call before :class:`StoreUnavailableError`. ``batching`` — coalesce
@@ -190,7 +207,7 @@ class HttpStore(Store):
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         *,
         token: str | None = None,
         timeout: float = 30.0,
@@ -198,11 +215,16 @@ class HttpStore(Store):
         batching: bool = True,
         max_connections: int = 64,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"HttpStore needs an http:// or https:// URL, got {base_url!r}")
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls:
+            raise ValueError("HttpStore needs at least one server URL")
+        for url in urls:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ValueError(f"HttpStore needs an http:// or https:// URL, got {url!r}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        self.base_url = base_url.rstrip("/")
+        self.base_urls: tuple[str, ...] = tuple(url.rstrip("/") for url in urls)
+        self._current = 0
         self.token = token
         self.timeout = timeout
         self.max_retries = max_retries
@@ -211,8 +233,22 @@ class HttpStore(Store):
         self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
         self._states_lock = threading.Lock()
 
+    @property
+    def base_url(self) -> str:
+        """The server in use (the first of ``base_urls`` until a failover)."""
+        return self.base_urls[self._current]
+
     def __repr__(self) -> str:
+        if len(self.base_urls) > 1:
+            return f"HttpStore({list(self.base_urls)!r})"
         return f"HttpStore({self.base_url!r})"
+
+    def _fail_over(self, failed_url: str, why: str) -> None:
+        """Move on to the next server if ``failed_url`` is still the one in use (many
+        concurrent calls fail together: only the first moves)."""
+        if len(self.base_urls) > 1 and self.base_urls[self._current] == failed_url:
+            self._current = (self._current + 1) % len(self.base_urls)
+            log.warning("store server %s failed (%s): switching to %s", failed_url, why, self.base_url)
 
     # ------------------------------------------------------------------ plumbing
     def _state(self) -> _LoopState:
@@ -229,8 +265,7 @@ class HttpStore(Store):
             ssl_context = _shared_ssl_context()
 
             def make_client() -> httpx.AsyncClient:
-                return httpx.AsyncClient(
-                    base_url=self.base_url,
+                return httpx.AsyncClient(  # no base_url: requests name their server (failover)
                     headers=headers,
                     timeout=httpx.Timeout(self.timeout),
                     limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
@@ -272,24 +307,28 @@ class HttpStore(Store):
             if attempt:
                 await asyncio.sleep(self._backoff(attempt - 1, retry_response))
             retry_response = None
+            url = self.base_url
             try:
                 async with state.lanes.lease() as http:
                     response = await http.request(
                         method,
-                        path,
+                        url + path,
                         content=content,
                         params=params,
                         timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
                     )
             except _NEVER_SENT as exc:
                 last = f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, httpx.PoolTimeout):  # that one is our own congestion
+                    self._fail_over(url, last)
                 continue
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {exc}"
+                self._fail_over(url, last)
                 if idempotent:
                     continue
                 raise StoreUnavailableError(
-                    f"{method} {self.base_url}{path} failed after it was sent ({last}); it was not retried "
+                    f"{method} {url}{path} failed after it was sent ({last}); it was not retried "
                     "because repeating it could apply it twice: check the store before trying again"
                 ) from exc
             status = response.status_code
@@ -298,10 +337,12 @@ class HttpStore(Store):
             if status in _RETRY_STATUS and idempotent:
                 last = f"HTTP {status}: {_error_of(response).message}"
                 retry_response = response
+                if status in _FAILOVER_STATUS:
+                    self._fail_over(url, last)
                 continue
             raise _error_of(response)
         raise StoreUnavailableError(
-            f"the store at {self.base_url} did not answer {method} {path} after {self.max_retries + 1} tries "
+            f"the store at {', '.join(self.base_urls)} did not answer {method} {path} after {self.max_retries + 1} tries "
             f"(last: {last or 'no answer'}); is the server running?"
         )
 
@@ -477,6 +518,33 @@ class HttpStore(Store):
         params["limit"] = limit
         answer = await self._request("GET", f"/v1/rollouts/{_seg(rollout_id)}/spans", params=params)
         return _SPAN_PAGE.validate_python(answer)
+
+    async def delete_spans(
+        self,
+        *,
+        before: float | None = None,
+        rollout_ids: Sequence[str] | None = None,
+        dry_run: bool = False,
+    ) -> int:
+        """See :meth:`Store.delete_spans` (``POST /v1/retention/delete-spans``, admin only).
+        Long id lists go in several requests; each may run for minutes on a large store,
+        so it waits up to :data:`DELETE_SPANS_TIMEOUT`. Retrying is safe: spans already
+        gone are not counted twice."""
+        self._check_delete_filters(before, rollout_ids)
+        groups: list[list[str] | None]
+        if rollout_ids is None:
+            groups = [None]
+        else:
+            ids = list(dict.fromkeys(rollout_ids))
+            groups = [ids[i : i + MAX_DELETE_IDS_PER_REQUEST] for i in range(0, len(ids), MAX_DELETE_IDS_PER_REQUEST)]
+        total = 0
+        for group in groups:
+            body = {"before": before, "rollout_ids": group, "dry_run": dry_run}
+            answer = await self._request(
+                "POST", "/v1/retention/delete-spans", body, timeout=max(self.timeout, DELETE_SPANS_TIMEOUT)
+            )
+            total += int(answer["deleted"])
+        return total
 
     # ------------------------------------------------------------------ resources
     async def add_resources(self, resources: dict[str, Resource], metadata: dict[str, Any] | None = None) -> Resources:

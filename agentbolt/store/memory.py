@@ -427,6 +427,35 @@ class MemoryStore(Store):
             next_cursor = encode_cursor(list(page[-1][0]), page[-1][1].span_id) if len(rows) > limit else None
             return Page[Span](items=[s for _, s in page], next_cursor=next_cursor)
 
+    async def delete_spans(
+        self,
+        *,
+        before: float | None = None,
+        rollout_ids: Sequence[str] | None = None,
+        dry_run: bool = False,
+    ) -> int:
+        self._check_delete_filters(before, rollout_ids)
+        deleted = 0
+        with self._lock:
+            if rollout_ids is not None:
+                pool = [self._rollouts[r] for r in dict.fromkeys(rollout_ids) if r in self._rollouts]
+            else:
+                pool = list(self._rollouts.values())
+            for r in pool:
+                if not r.status.is_terminal:
+                    continue
+                if before is not None and (r.end_time is None or r.end_time >= before):
+                    continue
+                for aid in self._attempts_by_rollout[r.rollout_id]:
+                    bucket = self._spans.get((r.rollout_id, aid))
+                    if not bucket:
+                        continue
+                    deleted += len(bucket)
+                    if not dry_run:
+                        self._span_count -= len(bucket)
+                        del self._spans[(r.rollout_id, aid)]
+        return deleted
+
     # ------------------------------------------------------------------ resources
     async def add_resources(
         self, resources: dict[str, Resource], metadata: dict[str, Any] | None = None

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from agentbolt.store import sqlite_metrics as metrics
 from agentbolt.store import sqlite_reads as reads
+from agentbolt.store import sqlite_retention as retention
 from agentbolt.store import sqlite_writes as writes
 from agentbolt.store.base import Store
 from agentbolt.store.errors import InvalidRequestError, StoreUnavailableError
@@ -332,6 +333,56 @@ class SqliteStore(Store):
         return await self._read(
             lambda c: reads.query_spans(c, rollout_id, attempt_id, name=name, limit=limit, after=after)
         )
+
+    async def delete_spans(
+        self,
+        *,
+        before: float | None = None,
+        rollout_ids: Sequence[str] | None = None,
+        dry_run: bool = False,
+    ) -> int:
+        """See :meth:`Store.delete_spans`. Deletes in chunks of
+        :data:`~agentbolt.store.sqlite_retention.DELETE_CHUNK` spans, one write op each,
+        so other writers are never held up for long."""
+        self._check_delete_filters(before, rollout_ids)
+        if rollout_ids is None:
+            groups: list[list[str] | None] = [None]
+        else:
+            ids = list(dict.fromkeys(rollout_ids))
+            groups = [ids[i : i + 500] for i in range(0, len(ids), 500)]
+        total = 0
+        for group in groups:
+            if dry_run:
+                total += await self._read(functools.partial(retention.count_spans, before=before, rollout_ids=group))
+                continue
+            from_seq = 0
+            while True:
+                chunk = retention.DELETE_CHUNK
+                op = functools.partial(
+                    retention.delete_span_chunk, before=before, rollout_ids=group, from_seq=from_seq, chunk=chunk
+                )
+                deleted, from_seq = await self._write(op)
+                total += deleted
+                if deleted < chunk:
+                    break
+        return total
+
+    async def vacuum(self) -> None:
+        """Give the space of deleted rows back to the filesystem (SQLite ``VACUUM``).
+
+        Deleting spans frees pages that later writes reuse, but the file keeps its size;
+        this rewrites it. It holds the write lock while it runs (seconds per GB): run it
+        when the store is quiet, e.g. right after ``agentbolt store prune-spans``."""
+        await self.start()
+
+        def run() -> None:
+            conn = self._connect()
+            try:
+                retention.vacuum(conn)
+            finally:
+                conn.close()
+
+        await asyncio.to_thread(run)
 
     # ------------------------------------------------------------------ resources
     async def add_resources(self, resources: dict[str, Resource], metadata: dict[str, Any] | None = None) -> Resources:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from agentbolt.store.errors import InvalidRequestError
 from agentbolt.types import (
@@ -78,7 +78,12 @@ def dump_span(span: Span, sequence_id: int) -> str:
 
 
 def span_from_data(data: str) -> Span:
-    return Span.model_validate_json(data)
+    try:
+        return Span.model_validate_json(data)
+    except ValidationError:
+        # pydantic's JSON parser stops at 200 levels of nesting, orjson (which wrote
+        # the span) at 255: a deep span that was accepted must still read back
+        return Span.model_validate(orjson.loads(data))
 
 
 # ---------------------------------------------------------------------------- rollouts

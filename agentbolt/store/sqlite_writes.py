@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -19,6 +18,7 @@ import orjson
 from agentbolt import semconv
 from agentbolt.store import lifecycle
 from agentbolt.store.errors import InvalidTransitionError, NotFoundError
+from agentbolt.store.span_plan import plan_spans as _plan_spans
 from agentbolt.store.sqlite_engine import WriteTx
 from agentbolt.store.sqlite_rows import (
     ATTEMPT_COLUMNS,
@@ -29,10 +29,8 @@ from agentbolt.store.sqlite_rows import (
     LoadedRollout,
     attempt_deadline,
     attempt_from_row,
-    dump_span,
     dumps,
     rollout_from_row,
-    span_from_data,
     worker_from_row,
 )
 from agentbolt.types import (
@@ -310,39 +308,6 @@ _INSERT_SPAN = (
 )
 _SpanKey = tuple[str, str]
 _Targets = dict[_SpanKey, tuple[LoadedRollout, LoadedAttempt]]
-
-
-@dataclass(slots=True)
-class _SpanPlan:
-    """What storing a span batch will do: rows to insert, spans to return, new spans."""
-
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
-    out: list[Span] = field(default_factory=list)
-    new: list[tuple[_SpanKey, Span]] = field(default_factory=list)
-    next_seq: dict[_SpanKey, int] = field(default_factory=dict)
-
-
-def _plan_spans(spans: Sequence[Span], targets: _Targets, stored: dict[_SpanKey, dict[str, str]]) -> _SpanPlan:
-    plan = _SpanPlan(next_seq={key: la.next_span_seq for key, (_, la) in targets.items()})
-    known: dict[_SpanKey, dict[str, Span | str]] = {key: dict(stored.get(key, {})) for key in targets}
-    for s in spans:
-        key = (s.rollout_id, s.attempt_id)
-        hit = known[key].get(s.span_id)
-        if hit is not None:  # stored before, or earlier in this batch: returned as stored
-            plan.out.append(hit if isinstance(hit, Span) else span_from_data(hit))
-            continue
-        seq = plan.next_seq[key]
-        sid = s.sequence_id
-        if sid is None:
-            sid = seq
-            s = s.model_copy(update={"sequence_id": sid})
-        plan.next_seq[key] = max(seq, sid) + 1
-        known[key][s.span_id] = s
-        lr, la = targets[key]
-        plan.rows.append((lr.seq, la.model.sequence_id, s.span_id, sid, s.name, s.start_time, dump_span(s, sid)))
-        plan.new.append((key, s))
-        plan.out.append(s)
-    return plan
 
 
 def _stored_spans(conn: sqlite3.Connection, spans: Sequence[Span], targets: _Targets) -> dict[_SpanKey, dict[str, str]]:

@@ -14,6 +14,8 @@ def open_store(url: str, *, token: str | None = None) -> Store:
 
     ``sqlite:///runs/store.db`` is a relative path, ``sqlite:////abs/store.db`` an
     absolute one; a bare path ending in ``.db`` is taken as SQLite too.
+    ``postgresql://user:pw@host:5432/db?schema=agentbolt&pool_max=20`` (or ``postgres://``)
+    opens a :class:`~agentbolt.store.postgres.PostgresStore`.
     """
     if url in ("memory", "memory://", "memory:"):
         from agentbolt.store.memory import MemoryStore
@@ -22,7 +24,7 @@ def open_store(url: str, *, token: str | None = None) -> Store:
     if url.startswith("sqlite://") or url.endswith((".db", ".sqlite", ".sqlite3")):
         from agentbolt.store.sqlite import SqliteStore
 
-        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else url
+        path = url.removeprefix("sqlite:///")
         if not path:
             raise InvalidRequestError("sqlite URL needs a path: sqlite:///path/to/store.db")
         return SqliteStore(path)
@@ -31,9 +33,17 @@ def open_store(url: str, *, token: str | None = None) -> Store:
 
         return HttpStore(url, token=token)
     if url.startswith(("postgresql://", "postgres://")):
-        raise InvalidRequestError(
-            "the PostgreSQL store is not available yet in this version; use sqlite:///path.db"
-        )
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError:
+            raise InvalidRequestError(
+                f"the PostgreSQL store needs psycopg 3 and its pool, which are not installed: "
+                f"pip install 'agentbolt[postgres]' (asked for {url.split('@')[-1]!r})"
+            ) from None
+        from agentbolt.store.postgres import PostgresStore
+
+        return PostgresStore(url)
     raise InvalidRequestError(
-        f"unknown store URL {url!r}: use memory://, sqlite:///path.db or http://host:port"
+        f"unknown store URL {url!r}: use memory://, sqlite:///path.db, postgresql://host/db or http://host:port"
     )

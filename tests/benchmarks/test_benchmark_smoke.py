@@ -24,6 +24,21 @@ def test_store_throughput_smoke_mode_reports_every_cell() -> None:
     assert all(r["rollouts_per_s"] > 0 for r in rows)
 
 
+def test_store_throughput_smoke_mode_runs_postgres_and_servers_over_it_with_tasks_in_processes() -> None:
+    from tests.store.postgres_support import POSTGRES_URL, require_postgres
+
+    require_postgres()
+    rows = _json_rows("store_throughput.py", "--backends", "postgres,http-postgres", "--runners", "8",
+                      "--processes", "2", "--servers", "2", "--cpu", "--postgres-url", POSTGRES_URL)
+    assert [(r["backend"], r["processes"], r["servers"]) for r in rows] == [("postgres", 1, 1), ("http-postgres", 2, 2)]
+    assert all(r["rollouts"] == 40 and r["rollouts_per_s"] > 0 for r in rows)
+    # the CPU of each role in the timed window (the servers worked, and so did the clients),
+    # and the transactions PostgreSQL committed meanwhile
+    cpu = rows[1]["cpu_seconds"]
+    assert set(cpu) == {"servers", "clients", "postgres", "bench", "pg_commits"}
+    assert cpu["servers"] > 0 and cpu["clients"] > 0 and cpu["pg_commits"] >= 40
+
+
 def _json_rows(script: str, *args: str) -> list[dict]:
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke", "--json", *args],
                          capture_output=True, text=True, timeout=300, check=True)

@@ -1,9 +1,10 @@
 """Fixtures for the store conformance suite.
 
 ``store`` runs every conformance test against each backend: the in-memory reference,
-SQLite, and the HTTP client talking to a real server (over SQLite) in a background
-thread. ``local_store`` covers only the in-process backends, for tests that share one
-store object between OS threads.
+SQLite, PostgreSQL (a schema of its own per test, on the server at ``127.0.0.1:5432``,
+database ``test``; skipped when that server or psycopg is missing), and the HTTP client
+talking to a real server (over SQLite) in a background thread. ``local_store`` covers
+only the in-process backends, for tests that share one store object between OS threads.
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ from typing import Any, TypeVar
 import pytest
 
 from agentbolt.store.base import Store
+from tests.store.postgres_support import postgres_store
 
 DEADLINE_CHECK_INTERVAL = 0.02
 """How often the stores under test look for expired attempts (seconds)."""
 
 ADMIN_TOKEN = "test-admin"
 
-ALL_BACKENDS = ["memory", "sqlite", "http"]
-IN_PROCESS_BACKENDS = ["memory", "sqlite"]
+ALL_BACKENDS = ["memory", "sqlite", "postgres", "http"]
+IN_PROCESS_BACKENDS = ["memory", "sqlite", "postgres"]
 
 T = TypeVar("T")
 
@@ -43,6 +45,8 @@ async def open_backend(backend: str, tmp_path: Path) -> AsyncIterator[Store]:
             from agentbolt.store.sqlite import SqliteStore
 
             store = SqliteStore(tmp_path / "store.db", deadline_check_interval=DEADLINE_CHECK_INTERVAL)
+        elif backend == "postgres":
+            store = postgres_store(deadline_check_interval=DEADLINE_CHECK_INTERVAL)
         elif backend == "http":
             from agentbolt.server.testing import serve_in_thread
             from agentbolt.store.http import HttpStore
