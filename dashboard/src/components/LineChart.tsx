@@ -29,6 +29,15 @@ function yRange(_u: uPlot, min: number | null, max: number | null): uPlot.Range.
   return uPlot.rangeNum(min, max, 0.1, true);
 }
 
+/** Steps are integers: ticks only at whole steps. */
+const STEP_INCRS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000];
+
+/** Room for the longest tick label of the y axis (e.g. "-2.00e-8"), so none is cut. */
+function yAxisWidth(_u: uPlot, values: string[] | null): number {
+  const longest = Math.max(0, ...(values ?? []).map((v) => v.length));
+  return Math.max(40, longest * 7 + 18);
+}
+
 export function LineChart({ title, points, color = "#4c6ef5", height = 180 }: LineChartProps) {
   const holder = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
@@ -43,8 +52,8 @@ export function LineChart({ title, points, color = "#4c6ef5", height = 180 }: Li
       cursor: { drag: { x: true, y: false } },
       scales: { x: { time: false }, y: { range: yRange } },
       axes: [
-        { label: "step", labelSize: 14, size: 30 },
-        { size: 56, values: (_u, splits) => splits.map((v) => fmtNumber(v, 3)) },
+        { label: "step", labelSize: 14, size: 30, incrs: STEP_INCRS },
+        { size: yAxisWidth, values: (_u, splits) => splits.map((v) => fmtNumber(v, 3)) },
       ],
       series: [
         {},
