@@ -32,6 +32,8 @@ from agentbolt.store.notify import ChangeNotifier
 from agentbolt.store.postgres_group import WriteGroups
 from agentbolt.store.postgres_tx import RETRYABLE as _RETRYABLE
 from agentbolt.store.postgres_tx import PgTx, retire_if_refused, translate_error
+from agentbolt.store.postgres_tx import lost_while_committing as _lost_while_committing
+from agentbolt.store.postgres_tx import write_transaction as _write_transaction
 
 __all__ = ["PgEngine", "PgTx", "translate_error"]
 
@@ -222,33 +224,13 @@ class PgEngine:
         while True:
             tries += 1
             tx = PgTx()
-            committing = False
             try:
                 async with self._pool.connection() as conn:
                     if not write:
                         return await fn(conn, tx)
                     try:
-                        # pipeline mode: statements whose results are not read are queued and
-                        # sent with the next read, so BEGIN travels with the first query and
-                        # the writes with COMMIT: a heartbeat is two round trips, not six
-                        async with conn.pipeline() as pipe:
-                            await conn.execute("BEGIN")
-                            try:
-                                value = await fn(conn, tx)
-                                if tx.finished_rollout:  # delivered to every listening server on commit
-                                    await conn.execute("SELECT pg_notify(%s, 'finished')", (self.channel,))
-                            except BaseException:
-                                if not conn.closed:
-                                    with contextlib.suppress(psycopg.Error):
-                                        await pipe.sync()
-                                    with contextlib.suppress(psycopg.Error):
-                                        await conn.execute("ROLLBACK")
-                                raise
-                            committing = True
-                            await conn.execute("COMMIT")
-                    except psycopg.Error:
-                        tx.sql_error = True
-                        raise
+                        op = lambda _pipe: fn(conn, tx)  # noqa: B023 - runs before the loop goes on
+                        value = await _write_transaction(conn, tx, self.channel, op)
                     finally:
                         await retire_if_refused(conn, tx)
             except _RETRYABLE:
@@ -259,11 +241,8 @@ class PgEngine:
                 await asyncio.sleep(0.002 * tries)
                 continue
             except (psycopg.OperationalError, PoolTimeout) as exc:
-                if committing:
-                    raise StoreUnavailableError(
-                        f"the connection to PostgreSQL was lost while committing ({str(exc).strip()}): "
-                        "the write may or may not have been stored; check before sending it again"
-                    ) from exc
+                if tx.committing:
+                    raise _lost_while_committing(exc) from exc
                 if tries >= 3 or isinstance(exc, PoolTimeout):
                     raise translate_error(exc, "write" if write else "read") from exc
                 await self._pool.check()  # drop every dead idle connection, then retry

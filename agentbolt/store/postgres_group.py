@@ -46,7 +46,15 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from agentbolt.store.errors import StoreUnavailableError
 from agentbolt.store.notify import ChangeNotifier
-from agentbolt.store.postgres_tx import RETRYABLE, PgTx, retire_if_refused, translate_error
+from agentbolt.store.op_results import settle
+from agentbolt.store.postgres_tx import (
+    RETRYABLE,
+    PgTx,
+    lost_while_committing,
+    retire_if_refused,
+    translate_error,
+    write_transaction,
+)
 
 __all__ = ["WriteGroups", "WriteOp"]
 
@@ -154,9 +162,9 @@ class WriteGroups:
             if len(batch) == 1:  # alone: no savepoint needed
                 fn, fut = batch[0]
                 try:
-                    _settle(fut, True, await self._run_alone(fn))
+                    settle(fut, True, await self._run_alone(fn))
                 except Exception as exc:  # noqa: BLE001 - the op's own error, for its caller
-                    _settle(fut, False, exc)
+                    settle(fut, False, exc)
                 return
             savepoints = False  # first without: ops rarely fail, and savepoints cost statements
             tries = 0
@@ -183,23 +191,23 @@ class WriteGroups:
                 if tx.finished_rollout:
                     self._notifier.notify()  # this process's waiters need not wait for the round trip
                 for (_, fut), (ok, value) in zip(batch, results):
-                    _settle(fut, ok, value)
+                    settle(fut, ok, value)
                 return
         except BaseException as exc:  # the group failed as a whole: nobody's op is left unanswered
             err = exc if isinstance(exc, StoreUnavailableError) else translate_error(exc, "write")
             if not isinstance(err, Exception):
                 err = StoreUnavailableError("the PostgreSQL store stopped while this write was running; retry it")
             for _, fut in batch:
-                _settle(fut, False, err)
+                settle(fut, False, err)
             if not isinstance(exc, Exception):
                 raise
 
     async def _one_by_one(self, batch: list[_Item]) -> None:
         for fn, fut in batch:
             try:
-                _settle(fut, True, await self._run_alone(fn))
+                settle(fut, True, await self._run_alone(fn))
             except Exception as exc:  # noqa: BLE001 - the op's own error, for its caller
-                _settle(fut, False, exc)
+                settle(fut, False, exc)
 
     async def _transaction(self, batch: list[_Item], savepoints: bool) -> tuple[list[tuple[bool, Any]], PgTx]:
         """One transaction for the batch. With ``savepoints``, each op runs inside its own
@@ -210,48 +218,30 @@ class WriteGroups:
         unknown."""
         tx = PgTx()
         results: list[tuple[bool, Any]] = []
-        committing = False
+
+        async def body(pipe: Any) -> None:
+            for fn, _ in batch:
+                if savepoints:
+                    results.append(await _run_op(conn, pipe, fn, tx))
+                else:
+                    results.append(await _run_bare(conn, fn, tx))
+
         try:
-            # pipeline mode: statements whose results are not read travel with the next read
-            # or sync: an op costs its reads plus one round trip
+            # an op costs its reads plus one round trip (see write_transaction)
             async with self._pool.connection() as conn:
                 threshold = conn.prepare_threshold
                 if savepoints:  # errors are expected here: no statement preparing behind them
                     conn.prepare_threshold = None
                 try:
-                    async with conn.pipeline() as pipe:
-                        await conn.execute("BEGIN")
-                        try:
-                            for fn, _ in batch:
-                                if savepoints:
-                                    results.append(await _run_op(conn, pipe, fn, tx))
-                                else:
-                                    results.append(await _run_bare(conn, fn, tx))
-                            if tx.finished_rollout:  # delivered to every listening server on commit
-                                await conn.execute("SELECT pg_notify(%s, 'finished')", (self._channel,))
-                        except BaseException:
-                            if not conn.closed:
-                                with contextlib.suppress(psycopg.Error):
-                                    await pipe.sync()
-                                with contextlib.suppress(psycopg.Error):
-                                    await conn.execute("ROLLBACK")
-                            raise
-                        committing = True
-                        await conn.execute("COMMIT")
-                except psycopg.Error:
-                    tx.sql_error = True
-                    raise
+                    await write_transaction(conn, tx, self._channel, body)
                 finally:
                     conn.prepare_threshold = threshold
                     await retire_if_refused(conn, tx)
         except RETRYABLE as exc:
             raise _GroupAborted(exc) from exc
         except (psycopg.OperationalError, PoolTimeout) as exc:
-            if committing:
-                raise StoreUnavailableError(
-                    f"the connection to PostgreSQL was lost while committing ({str(exc).strip()}): "
-                    "the write may or may not have been stored; check before sending it again"
-                ) from exc
+            if tx.committing:
+                raise lost_while_committing(exc) from exc
             if isinstance(exc, PoolTimeout):
                 raise translate_error(exc, "write") from exc
             raise _GroupAborted(exc) from exc
@@ -291,12 +281,3 @@ async def _run_op(conn: Any, pipe: Any, fn: WriteOp, tx: PgTx) -> tuple[bool, An
         await conn.execute("RELEASE SAVEPOINT op")
         await pipe.sync()
         return False, translate_error(exc, "write")
-
-
-def _settle(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if fut.done():  # the caller gave up (cancelled); the write happened anyway
-        return
-    if ok:
-        fut.set_result(value)
-    else:
-        fut.set_exception(value)

@@ -23,9 +23,8 @@ from typing import Any
 
 import orjson
 
-from agentbolt import semconv
 from agentbolt.store import lifecycle
-from agentbolt.store.errors import InvalidTransitionError, NotFoundError
+from agentbolt.store.errors import NotFoundError
 from agentbolt.store.postgres_engine import PgTx
 from agentbolt.store.postgres_rows import (
     ROLLOUT_WIDTH,
@@ -38,7 +37,15 @@ from agentbolt.store.postgres_rows import (
     span_json,
 )
 from agentbolt.store.span_plan import SpanKey, plan_spans
-from agentbolt.store.sqlite_rows import (
+from agentbolt.store.sql_changes import (
+    apply_attempt_update,
+    apply_new_spans,
+    apply_rollout_metadata,
+    is_cancel,
+    note_finish,
+    worker_values,
+)
+from agentbolt.store.sql_rows import (
     WORKER_COLUMNS,
     attempt_deadline,
     attempt_from_row,
@@ -122,11 +129,6 @@ async def _lock_pair(conn: Conn, rollout_id: str, attempt_id: str) -> tuple[PgRo
 async def _latest_version(conn: Conn) -> int | None:
     row = await fetchone(conn, "SELECT max(version) FROM resources")
     return None if row is None else row[0]
-
-
-def _note_finish(tx: PgTx, before: RolloutStatus, rollout: Rollout) -> None:
-    if rollout.status.is_terminal and not before.is_terminal:
-        tx.finished_rollout = True
 
 
 async def _release_worker(conn: Conn, attempt: Attempt) -> None:
@@ -324,22 +326,15 @@ async def update_rollout(
     lr = await _lock_rollout(conn, rollout_id)
     r = lr.model
     before = r.status
-    if status is not None and status != r.status:
-        if status != RolloutStatus.CANCELLED:
-            raise InvalidTransitionError(
-                f"a rollout's status can only be set to cancelled directly (asked {status.value}); "
-                "other changes happen by reporting attempts"
-            )
+    if is_cancel(r, status):
         la = await _lock_attempt(conn, lr, r.latest_attempt_id) if r.latest_attempt_id is not None else None
         lifecycle.cancel_rollout(r, la.model if la else None, now())
         if la is not None:
             await la.save(conn, r)
             await _release_worker(conn, la.model)
-    if metadata:
-        r.metadata.update(metadata)
-        r.updated_at = now()
+    apply_rollout_metadata(r, metadata)
     await lr.save(conn, metadata_changed=bool(metadata))
-    _note_finish(tx, before, r)
+    note_finish(tx, before, r)
     return r
 
 
@@ -356,15 +351,10 @@ async def update_attempt(
     lr, la = await _lock_pair(conn, rollout_id, attempt_id)
     r, a = lr.model, la.model
     before = r.status
-    if status is not None:
-        lifecycle.finish_attempt(r, a, status, now(), error)
-    elif error is not None:
-        a.error = error
-    if metadata:
-        a.metadata.update(metadata)
+    apply_attempt_update(r, a, status, error, metadata)
     await _run_all(conn, la.update(r, metadata_changed=bool(metadata)) + lr.update())
     await _release_worker(conn, a)
-    _note_finish(tx, before, r)
+    note_finish(tx, before, r)
     return a
 
 
@@ -448,13 +438,7 @@ async def add_spans(conn: Conn, tx: PgTx, spans: Sequence[Span]) -> list[Span]:
             cols[6].append(data)
             cols[7].append(raw)
         await conn.execute(_INSERT_SPANS, cols)
-    t = now()
-    for key, s in plan.new:  # each new span is a sign of life; reward spans set the reward
-        lr, la = targets[key]
-        lifecycle.touch_attempt(lr.model, la.model, t)
-        reward = semconv.primary_reward(s.name, s.attributes)
-        if reward is not None:
-            lifecycle.record_reward(lr.model, la.model, reward, t)
+    apply_new_spans(plan.new, targets)
     statements: list[tuple[str, tuple[Any, ...]]] = []
     rollouts: dict[int, PgRollout] = {}
     for key, (lr, la) in targets.items():
@@ -495,15 +479,7 @@ async def update_worker(
         "ON CONFLICT (worker_id) DO UPDATE SET status = excluded.status, "
         "last_heartbeat_time = excluded.last_heartbeat_time, current_rollout_id = excluded.current_rollout_id, "
         "current_attempt_id = excluded.current_attempt_id, metadata = excluded.metadata",
-        (
-            w.worker_id,
-            w.status.value,
-            w.created_at,
-            w.last_heartbeat_time,
-            w.current_rollout_id,
-            w.current_attempt_id,
-            dumps(w.metadata),
-        ),
+        worker_values(w),
     )
     return w
 
@@ -543,7 +519,7 @@ async def check_deadlines(conn: Conn, tx: PgTx) -> int:
         if lifecycle.expire_attempt(r, la.model, t):
             expired += 1
         statements.extend(la.update(r))
-        _note_finish(tx, before, r)
+        note_finish(tx, before, r)
     for lr in rollouts.values():
         statements.extend(lr.update())
     await _run_all(conn, statements)

@@ -22,8 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from agentbolt.store.errors import StoreUnavailableError
+from agentbolt.store.op_results import settle
 
-__all__ = ["WriteTx", "WriteOp", "GroupCommitWriter", "ReaderPool"]
+__all__ = ["GroupCommitWriter", "ReaderPool", "WriteOp", "WriteTx"]
 
 T = TypeVar("T")
 
@@ -49,12 +50,7 @@ _Result = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", bool, Any]
 
 def _settle(results: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
     for fut, ok, value in results:
-        if fut.done():  # the caller gave up (cancelled); the write happened anyway
-            continue
-        if ok:
-            fut.set_result(value)
-        else:
-            fut.set_exception(value)
+        settle(fut, ok, value)
 
 
 def _deliver(results: list[_Result]) -> None:
@@ -104,7 +100,7 @@ class GroupCommitWriter:
             try:
                 conn = self._connect()
                 box["value"] = setup(conn)
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
                 box["error"] = exc
                 if conn is not None:
                     conn.close()
@@ -167,7 +163,7 @@ class GroupCommitWriter:
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Item]) -> None:
         try:
             results = self._transaction(conn, batch)
-        except Exception as exc:  # the transaction as a whole failed: nobody's write stuck
+        except Exception as exc:  # noqa: BLE001 - the transaction as a whole failed: nobody's write stuck
             if conn.in_transaction:
                 try:
                     conn.execute("ROLLBACK")
@@ -211,7 +207,7 @@ class GroupCommitWriter:
         self.ops += len(batch)
         try:
             self._on_commit(tx)
-        except Exception:  # committed already: a failing hook must not fail the writes
+        except Exception:  # noqa: BLE001, S110 - committed already: a failing hook must not fail the writes
             pass
         return results
 

@@ -3,7 +3,8 @@
 Each function runs on a reader thread inside one read transaction, so a page or a stats
 snapshot is consistent even while the writer commits. Ordering and cursors follow
 :class:`MemoryStore`: keyset pagination on indexed columns, ``None`` before any value,
-ties broken by enqueue order (``created_at``) or by id.
+ties broken by enqueue order (``created_at``) or by id; the SQL for pages is shared with
+PostgreSQL in :mod:`agentbolt.store.sql_pagination`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,18 @@ from typing import Any
 
 import orjson
 
-from agentbolt.store.errors import InvalidRequestError, NotFoundError
-from agentbolt.store.pagination import encode_cursor
+from agentbolt.store.errors import NotFoundError
+from agentbolt.store.sql_like import like_pattern
+from agentbolt.store.sql_pagination import (
+    SQLITE,
+    resources_page,
+    resources_page_query,
+    rollout_count_query,
+    rollout_page,
+    rollout_page_query,
+    span_page,
+    span_page_query,
+)
 from agentbolt.store.sqlite_rows import (
     ATTEMPT_COLUMNS,
     RESOURCES_COLUMNS,
@@ -24,7 +35,6 @@ from agentbolt.store.sqlite_rows import (
     attempt_from_row,
     resources_from_row,
     rollout_from_row,
-    span_from_data,
     worker_from_row,
 )
 from agentbolt.types import (
@@ -40,30 +50,20 @@ from agentbolt.types import (
 )
 
 __all__ = [
-    "get_rollout",
-    "query_rollouts",
     "count_rollouts",
-    "get_latest_attempts",
     "get_attempt",
-    "query_attempts",
-    "query_spans",
-    "get_resources",
+    "get_latest_attempts",
     "get_latest_resources",
-    "query_resources",
+    "get_resources",
+    "get_rollout",
     "get_worker",
+    "query_attempts",
+    "query_resources",
+    "query_rollouts",
+    "query_spans",
     "query_workers",
     "stats",
 ]
-
-
-def _bad_cursor() -> InvalidRequestError:
-    return InvalidRequestError("invalid cursor for this query: pass back a next_cursor from the same query")
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _bad_cursor()
-    return value
 
 
 # ---------------------------------------------------------------------------- rollouts
@@ -72,63 +72,6 @@ def get_rollout(conn: sqlite3.Connection, rollout_id: str) -> Rollout:
     if row is None:
         raise NotFoundError(f"rollout {rollout_id!r} not found")
     return rollout_from_row(row)
-
-
-_SORT_EXPR = {
-    "updated_at": "updated_at",
-    "reward": "reward",
-    "start_time": "start_time",
-    "end_time": "end_time",
-    "attempt_count": "attempt_count",
-    "duration": "(end_time - start_time)",
-}
-"""Sort keys ordered by ``(expression, rollout_id)``; created_at and rollout_id are special."""
-_NULLABLE = frozenset({"reward", "start_time", "end_time", "duration"})
-_ROW_INDEX = {"updated_at": 9, "start_time": 10, "end_time": 11, "attempt_count": 12, "reward": 14}
-
-
-def _keyset(sort_by: str, descending: bool, after: tuple[Any, str]) -> tuple[str, list[Any]]:
-    """The WHERE term selecting rows strictly after the cursor's row."""
-    value, rid = after
-    op = "<" if descending else ">"
-    if sort_by == "created_at":
-        if not isinstance(value, list) or len(value) != 2:
-            raise _bad_cursor()
-        return f"(created_at, seq) {op} (?, ?)", [_number(value[0]), int(_number(value[1]))]
-    if sort_by == "rollout_id":
-        return f"rollout_id {op} ?", [rid]
-    expr = _SORT_EXPR[sort_by]
-    if sort_by not in _NULLABLE:
-        return f"({expr}, rollout_id) {op} (?, ?)", [_number(value), rid]
-    # NULL sorts before every value (after them when descending)
-    if value is None:
-        if descending:
-            return f"({expr} IS NULL AND rollout_id < ?)", [rid]
-        return f"({expr} IS NOT NULL OR rollout_id > ?)", [rid]
-    term = f"({expr} IS NOT NULL AND ({expr}, rollout_id) {op} (?, ?))"
-    if descending:
-        term = f"({term} OR {expr} IS NULL)"
-    return term, [_number(value), rid]
-
-
-def _order(sort_by: str) -> tuple[str, ...]:
-    if sort_by == "created_at":
-        return ("created_at", "seq")
-    if sort_by == "rollout_id":
-        return ("rollout_id",)
-    return (_SORT_EXPR[sort_by], "rollout_id")
-
-
-def _cursor_for(sort_by: str, row: tuple[Any, ...]) -> str:
-    rid = row[1]
-    if sort_by == "created_at":
-        return encode_cursor([row[8], row[0]], rid)
-    if sort_by == "rollout_id":
-        return encode_cursor(rid, rid)
-    if sort_by == "duration":
-        start, end = row[10], row[11]
-        return encode_cursor(None if start is None or end is None else end - start, rid)
-    return encode_cursor(row[_ROW_INDEX[sort_by]], rid)
 
 
 def _filters(
@@ -150,7 +93,7 @@ def _filters(
     if needle is not None:
         # LIKE ignores ASCII case only, like agentbolt.store.search.fold (and is ~3x
         # faster than instr(lower(...))); % and _ in the needle are matched literally
-        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        pattern = like_pattern(needle)
         where.append("(rollout_id LIKE ? ESCAPE '\\' OR input LIKE ? ESCAPE '\\')")
         params.extend([pattern, pattern])
     return where, params
@@ -169,31 +112,17 @@ def query_rollouts(
     after: tuple[Any, str] | None,
 ) -> Page[Rollout]:
     where, params = _filters(status, mode, rollout_ids, needle)
-    if after is not None:
-        term, values = _keyset(sort_by, descending, after)
-        where.append(term)
-        params.extend(values)
-    direction = " DESC" if descending else ""
-    order = ", ".join(col + direction for col in _order(sort_by))
-    sql = f"SELECT {ROLLOUT_COLUMNS} FROM rollouts"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += f" ORDER BY {order} LIMIT ?"
-    rows = conn.execute(sql, (*params, limit + 1)).fetchall()
-    page = rows[:limit]
-    next_cursor = _cursor_for(sort_by, page[-1]) if len(rows) > limit else None
-    return Page[Rollout].model_construct(items=[rollout_from_row(r) for r in page], next_cursor=next_cursor)
+    sql, values = rollout_page_query(
+        SQLITE, ROLLOUT_COLUMNS, where, params, sort_by=sort_by, descending=descending, limit=limit, after=after
+    )
+    return rollout_page(conn.execute(sql, values).fetchall(), limit, sort_by)
 
 
 def count_rollouts(
     conn: sqlite3.Connection, *, status: Sequence[str] | None, mode: str | None, needle: str | None, cap: int | None
 ) -> int:
     where, params = _filters(status, mode, None, needle)
-    inner = "SELECT 1 FROM rollouts" + (" WHERE " + " AND ".join(where) if where else "")
-    if cap is None:
-        (n,) = conn.execute(f"SELECT count(*) FROM ({inner})", params).fetchone()
-    else:
-        (n,) = conn.execute(f"SELECT count(*) FROM ({inner} LIMIT ?)", (*params, cap)).fetchone()
+    (n,) = conn.execute(*rollout_count_query(SQLITE, where, params, cap)).fetchone()
     return int(n)
 
 
@@ -240,8 +169,7 @@ def query_spans(
     after: tuple[Any, str] | None,
 ) -> Page[Span]:
     seq, latest = _rollout_key(conn, rollout_id)
-    where = ["rollout_seq = ?"]
-    params: list[Any] = [seq]
+    attempt_seq = None
     if attempt_id is not None:
         if attempt_id == "latest":
             attempt_id = latest
@@ -252,29 +180,11 @@ def query_spans(
         ).fetchone()
         if att is None or att[0] != rollout_id:
             raise NotFoundError(f"attempt {attempt_id!r} of rollout {rollout_id!r} not found")
-        where.append("attempt_seq = ?")
-        params.append(att[1])
-        keyset = "(sequence_id, span_id) > (?, ?)"  # one attempt: the index orders by the rest
-    else:
-        keyset = "(attempt_seq, sequence_id, span_id) > (?, ?, ?)"
-    if name is not None:
-        where.append("name = ?")
-        params.append(name)
-    if after is not None:
-        value, span_id = after
-        if not isinstance(value, list) or len(value) != 2:
-            raise _bad_cursor()
-        where.append(keyset)
-        position = [int(_number(value[0])), int(_number(value[1])), span_id]
-        params.extend(position if attempt_id is None else position[1:])
-    rows = conn.execute(
-        f"SELECT attempt_seq, sequence_id, span_id, data FROM spans WHERE {' AND '.join(where)} "
-        "ORDER BY attempt_seq, sequence_id, span_id LIMIT ?",
-        (*params, limit + 1),
-    ).fetchall()
-    page = rows[:limit]
-    next_cursor = encode_cursor([page[-1][0], page[-1][1]], page[-1][2]) if len(rows) > limit else None
-    return Page[Span].model_construct(items=[span_from_data(r[3]) for r in page], next_cursor=next_cursor)
+        attempt_seq = att[1]
+    sql, params = span_page_query(
+        SQLITE, "data", rollout_seq=seq, attempt_seq=attempt_seq, name=name, limit=limit, after=after
+    )
+    return span_page(conn.execute(sql, params).fetchall(), limit)
 
 
 # ---------------------------------------------------------------------------- resources
@@ -291,15 +201,8 @@ def get_latest_resources(conn: sqlite3.Connection) -> Resources | None:
 
 
 def query_resources(conn: sqlite3.Connection, *, limit: int, after: tuple[Any, str] | None) -> Page[Resources]:
-    sql = f"SELECT {RESOURCES_COLUMNS} FROM resources"
-    params: list[Any] = []
-    if after is not None:
-        sql += " WHERE version < ?"
-        params.append(int(_number(after[0])))
-    rows = conn.execute(sql + " ORDER BY version DESC LIMIT ?", (*params, limit + 1)).fetchall()
-    page = rows[:limit]
-    nxt = encode_cursor(page[-1][0], str(page[-1][0])) if len(rows) > limit else None
-    return Page[Resources].model_construct(items=[resources_from_row(r) for r in page], next_cursor=nxt)
+    rows = conn.execute(*resources_page_query(SQLITE, limit=limit, after=after)).fetchall()
+    return resources_page(rows, limit)
 
 
 # ---------------------------------------------------------------------------- workers & stats

@@ -15,10 +15,17 @@ from typing import Any
 
 import orjson
 
-from agentbolt import semconv
 from agentbolt.store import lifecycle
-from agentbolt.store.errors import InvalidTransitionError, NotFoundError
+from agentbolt.store.errors import NotFoundError
 from agentbolt.store.span_plan import plan_spans as _plan_spans
+from agentbolt.store.sql_changes import (
+    apply_attempt_update,
+    apply_new_spans,
+    apply_rollout_metadata,
+    is_cancel,
+    note_finish,
+    worker_values,
+)
 from agentbolt.store.sqlite_engine import WriteTx
 from agentbolt.store.sqlite_rows import (
     ATTEMPT_COLUMNS,
@@ -50,15 +57,15 @@ from agentbolt.types import (
 )
 
 __all__ = [
-    "enqueue_rollouts",
-    "claim_rollouts",
-    "update_rollout",
-    "update_attempt",
-    "heartbeat",
-    "add_spans",
     "add_resources",
-    "update_worker",
+    "add_spans",
     "check_deadlines",
+    "claim_rollouts",
+    "enqueue_rollouts",
+    "heartbeat",
+    "update_attempt",
+    "update_rollout",
+    "update_worker",
 ]
 
 
@@ -89,11 +96,6 @@ def _latest_version(conn: sqlite3.Connection, tx: WriteTx) -> int | None:
     if "latest_version" not in tx.memo:
         tx.memo["latest_version"] = conn.execute("SELECT max(version) FROM resources").fetchone()[0]
     return tx.memo["latest_version"]
-
-
-def _note_finish(tx: WriteTx, before: RolloutStatus, rollout: Rollout) -> None:
-    if rollout.status.is_terminal and not before.is_terminal:
-        tx.finished_rollout = True
 
 
 def _release_worker(conn: sqlite3.Connection, attempt: Attempt) -> None:
@@ -182,9 +184,11 @@ def _replay_claims(conn: sqlite3.Connection, request_id: str) -> list[Claim]:
 def claim_rollouts(
     conn: sqlite3.Connection, tx: WriteTx, worker_id: str | None, limit: int, request_id: str | None
 ) -> list[Claim]:
-    if request_id is not None:
-        if conn.execute("SELECT 1 FROM claim_requests WHERE request_id = ?", (request_id,)).fetchone():
-            return _replay_claims(conn, request_id)
+    if (
+        request_id is not None
+        and conn.execute("SELECT 1 FROM claim_requests WHERE request_id = ?", (request_id,)).fetchone()
+    ):
+        return _replay_claims(conn, request_id)
     t = now()
     latest = _latest_version(conn, tx)
     rows = conn.execute(
@@ -243,23 +247,16 @@ def update_rollout(
     lr = _load_rollout(conn, rollout_id)
     r = lr.model
     before = r.status
-    if status is not None and status != r.status:
-        if status != RolloutStatus.CANCELLED:
-            raise InvalidTransitionError(
-                f"a rollout's status can only be set to cancelled directly (asked {status.value}); "
-                "other changes happen by reporting attempts"
-            )
+    if is_cancel(r, status):
         la = None
         if r.latest_attempt_id is not None:
             la = LoadedAttempt.from_row(_attempt_row(conn, rollout_id, r.latest_attempt_id), r)
         lifecycle.cancel_rollout(r, la.model if la else None, now())
         if la is not None:
             la.save(conn, r)
-    if metadata:
-        r.metadata.update(metadata)
-        r.updated_at = now()
+    apply_rollout_metadata(r, metadata)
     lr.save(conn, metadata_changed=bool(metadata))
-    _note_finish(tx, before, r)
+    note_finish(tx, before, r)
     return r
 
 
@@ -276,16 +273,11 @@ def update_attempt(
     lr, la = _load_pair(conn, rollout_id, attempt_id)
     r, a = lr.model, la.model
     before = r.status
-    if status is not None:
-        lifecycle.finish_attempt(r, a, status, now(), error)
-    elif error is not None:
-        a.error = error
-    if metadata:
-        a.metadata.update(metadata)
+    apply_attempt_update(r, a, status, error, metadata)
     la.save(conn, r, metadata_changed=bool(metadata))
     lr.save(conn)
     _release_worker(conn, a)
-    _note_finish(tx, before, r)
+    note_finish(tx, before, r)
     return a
 
 
@@ -351,13 +343,7 @@ def add_spans(conn: sqlite3.Connection, tx: WriteTx, spans: Sequence[Span]) -> l
         plan = _plan_spans(spans, targets, _stored_spans(conn, spans, targets))
         conn.executemany(_INSERT_SPAN, plan.rows)
     conn.execute("RELEASE spans")
-    t = now()
-    for key, s in plan.new:  # each new span is a sign of life; reward spans set the reward
-        lr, la = targets[key]
-        lifecycle.touch_attempt(lr.model, la.model, t)
-        reward = semconv.primary_reward(s.name, s.attributes)
-        if reward is not None:
-            lifecycle.record_reward(lr.model, la.model, reward, t)
+    apply_new_spans(plan.new, targets)
     for key, (lr, la) in targets.items():
         la.next_span_seq = plan.next_seq[key]
         la.save(conn, lr.model)
@@ -395,15 +381,7 @@ def update_worker(
     lifecycle.refresh_worker(w, t, status, metadata)
     conn.execute(
         f"INSERT OR REPLACE INTO workers ({WORKER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            w.worker_id,
-            w.status.value,
-            w.created_at,
-            w.last_heartbeat_time,
-            w.current_rollout_id,
-            w.current_attempt_id,
-            dumps(w.metadata),
-        ),
+        worker_values(w),
     )
     return w
 
@@ -431,5 +409,5 @@ def check_deadlines(conn: sqlite3.Connection, tx: WriteTx) -> int:
             expired += 1
         la.save(conn, r)
         lr.save(conn)
-        _note_finish(tx, before, r)
+        note_finish(tx, before, r)
     return expired
