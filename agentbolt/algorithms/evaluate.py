@@ -23,7 +23,7 @@ from rich.text import Text
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
 from agentbolt.types import RolloutMode, RolloutStatus
 
-__all__ = ["Evaluate", "EvaluationResult", "EvaluationRow"]
+__all__ = ["Evaluate", "EvaluationResult", "EvaluationRow", "success_gain"]
 
 log = logging.getLogger("agentbolt.algorithms")
 
@@ -93,6 +93,17 @@ class EvaluationResult:
         rewards = self.rewards
         return sum(r >= self.threshold for r in rewards) / len(rewards) if rewards else None
 
+    def metrics(self, policy_version: int | None = None) -> dict[str, Any]:
+        """The scores as the metric values learning algorithms log at an evaluation."""
+        return {"val/success_rate": self.success_rate, "val/mean_reward": self.mean_reward,
+                "val/scored": self.n_scored, "val/failed": self.n_failed, "val/policy_version": policy_version}
+
+    def headline(self) -> str:
+        """``success 31.2%, mean reward 0.413 (64/64 scored)``."""
+        rate = "n/a" if self.success_rate is None else f"{self.success_rate:.1%}"
+        mean = "n/a" if self.mean_reward is None else f"{self.mean_reward:.3f}"
+        return f"success {rate}, mean reward {mean} ({self.n_scored}/{self.n_total} scored)"
+
     def summary(self) -> str:
         mean = "n/a" if self.mean_reward is None else f"{self.mean_reward:.4f}"
         rate = "n/a" if self.success_rate is None else f"{self.success_rate:.1%}"
@@ -139,6 +150,13 @@ class EvaluationResult:
 
     def __rich__(self) -> RenderableType:
         return Group(self.table(), Text(self.summary(), style="bold"))
+
+
+def success_gain(before: EvaluationResult | None, after: EvaluationResult | None) -> float | None:
+    """Success rate after minus before; None unless both evaluations scored something."""
+    if before is None or after is None or before.success_rate is None or after.success_rate is None:
+        return None
+    return after.success_rate - before.success_rate
 
 
 def _preview(value: Any, limit: int = 80) -> str:

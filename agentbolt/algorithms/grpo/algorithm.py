@@ -36,7 +36,7 @@ from typing import Any
 from rich.console import Console
 
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
-from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult
+from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult, success_gain
 from agentbolt.algorithms.gateway_access import (
     engine_weights,
     ensure_gateway_llm,
@@ -88,11 +88,7 @@ class GRPOResult:
     @property
     def improvement(self) -> float | None:
         """Held-out success rate after minus before (None without both evaluations)."""
-        if self.before is None or self.after is None:
-            return None
-        if self.before.success_rate is None or self.after.success_rate is None:
-            return None
-        return self.after.success_rate - self.before.success_rate
+        return success_gain(self.before, self.after)
 
 
 class GRPO(Algorithm):
@@ -201,7 +197,7 @@ class GRPO(Algorithm):
         try:
             if cfg.eval_before and ctx.val_dataset and found is None:
                 result.before = await self._evaluate(ctx, "before training")
-                await metrics.log(0, _eval_metrics(result.before, version))
+                await metrics.log(0, result.before.metrics(version))
             with self._progress(cfg.max_steps, step) as progress:
                 t_train = time.monotonic()
                 while step < cfg.max_steps:
@@ -212,7 +208,7 @@ class GRPO(Algorithm):
                     step += 1
                     values, version = await self._step(ctx, control, policy, update, scheduler, step, version)
                     if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps and ctx.val_dataset:
-                        values.update(_eval_metrics(await self._evaluate(ctx, f"step {step}"), version))
+                        values.update((await self._evaluate(ctx, f"step {step}")).metrics(version))
                     await metrics.log(step, values)
                     result.history.append(values)
                     if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
@@ -225,7 +221,7 @@ class GRPO(Algorithm):
             result.policy_version = version
             if cfg.eval_after and ctx.val_dataset:
                 result.after = await self._evaluate(ctx, "after training")
-                await metrics.log(step, _eval_metrics(result.after, version))
+                await metrics.log(step, result.after.metrics(version))
             export = cfg.export_dir or str(run_dir / "model")
             result.export_dir = await asyncio.to_thread(policy.export, export)
             self.console.print(f"[bold]GRPO[/]: trained policy saved to {result.export_dir}")
@@ -325,10 +321,7 @@ class GRPO(Algorithm):
 
     async def _evaluate(self, ctx: AlgorithmContext, when: str) -> EvaluationResult:
         result = await Evaluate("val", threshold=self.config.success_threshold, show=False).run(ctx)
-        rate = "n/a" if result.success_rate is None else f"{result.success_rate:.1%}"
-        mean = "n/a" if result.mean_reward is None else f"{result.mean_reward:.3f}"
-        self.console.print(f"[bold]GRPO[/] held-out {when}: success {rate}, mean reward {mean} "
-                           f"({result.n_scored}/{result.n_total} scored)")
+        self.console.print(f"[bold]GRPO[/] held-out {when}: {result.headline()}")
         return result
 
     @contextlib.contextmanager
@@ -404,11 +397,6 @@ async def _cancel_pending(ctx: AlgorithmContext, scheduler: GroupScheduler) -> N
                 await ctx.store.cancel_rollout(rid)
             except Exception as exc:  # finished meanwhile, or the store is going away
                 log.debug("could not cancel rollout %s: %s", rid, exc)
-
-
-def _eval_metrics(result: EvaluationResult, version: int | None) -> dict[str, Any]:
-    return {"val/success_rate": result.success_rate, "val/mean_reward": result.mean_reward,
-            "val/scored": result.n_scored, "val/failed": result.n_failed, "val/policy_version": version}
 
 
 def _describe(values: dict[str, Any]) -> str:

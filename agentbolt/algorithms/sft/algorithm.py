@@ -39,7 +39,7 @@ from typing import Any
 from rich.console import Console
 
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
-from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult
+from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult, success_gain
 from agentbolt.algorithms.gateway_access import (
     engine_weights,
     ensure_gateway_llm,
@@ -82,11 +82,7 @@ class SFTResult:
     @property
     def improvement(self) -> float | None:
         """Held-out success rate after minus before (None without both evaluations)."""
-        if self.before is None or self.after is None:
-            return None
-        if self.before.success_rate is None or self.after.success_rate is None:
-            return None
-        return self.after.success_rate - self.before.success_rate
+        return success_gain(self.before, self.after)
 
 
 class SFT(Algorithm):
@@ -197,7 +193,7 @@ class SFT(Algorithm):
             evaluate = control is not None and bool(ctx.val_dataset)
             if evaluate and cfg.eval_before and found is None:
                 result.before = await self._evaluate(ctx, "before training")
-                await metrics.log(0, _eval_metrics(result.before, version))
+                await metrics.log(0, result.before.metrics(version))
             for it in range(first, cfg.iterations + 1):
                 values, version = await self._iteration(ctx, control, policy, update, it, version, run_dir, given)
                 await metrics.log(it, values)
@@ -211,7 +207,7 @@ class SFT(Algorithm):
             result.policy_version = version
             if evaluate and cfg.eval_after:
                 result.after = await self._evaluate(ctx, "after training")
-                await metrics.log(result.iterations, _eval_metrics(result.after, version))
+                await metrics.log(result.iterations, result.after.metrics(version))
             result.export_dir = await asyncio.to_thread(policy.export, cfg.export_dir or str(run_dir / "model"))
             self.console.print(f"[bold]SFT[/]: trained policy saved to {result.export_dir}")
         finally:
@@ -348,10 +344,7 @@ class SFT(Algorithm):
 
     async def _evaluate(self, ctx: AlgorithmContext, when: str) -> EvaluationResult:
         result = await Evaluate("val", threshold=self.config.success_threshold, show=False).run(ctx)
-        rate = "n/a" if result.success_rate is None else f"{result.success_rate:.1%}"
-        mean = "n/a" if result.mean_reward is None else f"{result.mean_reward:.3f}"
-        self.console.print(f"[bold]SFT[/] held-out {when}: success {rate}, mean reward {mean} "
-                           f"({result.n_scored}/{result.n_total} scored)")
+        self.console.print(f"[bold]SFT[/] held-out {when}: {result.headline()}")
         return result
 
     @contextlib.contextmanager
@@ -380,8 +373,3 @@ class SFT(Algorithm):
                 bar.update(task, completed=step, description=text)
 
             yield advance
-
-
-def _eval_metrics(result: EvaluationResult, version: int | None) -> dict[str, Any]:
-    return {"val/success_rate": result.success_rate, "val/mean_reward": result.mean_reward,
-            "val/scored": result.n_scored, "val/failed": result.n_failed, "val/policy_version": version}
