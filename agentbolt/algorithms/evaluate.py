@@ -21,9 +21,9 @@ from rich.table import Table
 from rich.text import Text
 
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
-from agentbolt.types import RolloutMode, RolloutStatus
+from agentbolt.types import Rollout, RolloutMode, RolloutStatus
 
-__all__ = ["Evaluate", "EvaluationResult", "EvaluationRow", "success_gain"]
+__all__ = ["Evaluate", "EvaluationResult", "EvaluationRow", "evaluation_result", "success_gain"]
 
 log = logging.getLogger("agentbolt.algorithms")
 
@@ -152,6 +152,23 @@ class EvaluationResult:
         return Group(self.table(), Text(self.summary(), style="bold"))
 
 
+async def evaluation_result(
+    ctx: AlgorithmContext, rollouts: Sequence[Rollout], *, mode: RolloutMode, threshold: float
+) -> EvaluationResult:
+    """Finished rollouts as an :class:`EvaluationResult`, in the order given (each failed
+    attempt's error read from the store)."""
+    rows = []
+    for i, r in enumerate(rollouts):
+        error = None
+        if r.status in (RolloutStatus.FAILED, RolloutStatus.CANCELLED) and r.latest_attempt_id:
+            attempt = await ctx.store.get_attempt(r.rollout_id, r.latest_attempt_id)
+            if attempt.error is not None:
+                error = f"{attempt.error.type}: {attempt.error.message}"
+        duration = None if r.start_time is None or r.end_time is None else r.end_time - r.start_time
+        rows.append(EvaluationRow(i, r.rollout_id, r.input, r.status, r.reward, r.attempt_count, duration, error))
+    return EvaluationResult(mode=mode, threshold=threshold, rows=tuple(rows))
+
+
 def success_gain(before: EvaluationResult | None, after: EvaluationResult | None) -> float | None:
     """Success rate after minus before; None unless both evaluations scored something."""
     if before is None or after is None or before.success_rate is None or after.success_rate is None:
@@ -212,16 +229,7 @@ class Evaluate(Algorithm):
         items = self._items(ctx)
         log.info("evaluating %d items in %s mode", len(items), self.mode.value)
         rollouts = await ctx.run_dataset(items, self.mode, timeout=self.timeout)
-        rows = []
-        for i, r in enumerate(rollouts):
-            error = None
-            if r.status in (RolloutStatus.FAILED, RolloutStatus.CANCELLED) and r.latest_attempt_id:
-                attempt = await ctx.store.get_attempt(r.rollout_id, r.latest_attempt_id)
-                if attempt.error is not None:
-                    error = f"{attempt.error.type}: {attempt.error.message}"
-            duration = None if r.start_time is None or r.end_time is None else r.end_time - r.start_time
-            rows.append(EvaluationRow(i, r.rollout_id, r.input, r.status, r.reward, r.attempt_count, duration, error))
-        result = EvaluationResult(mode=self.mode, threshold=self.threshold, rows=tuple(rows))
+        result = await evaluation_result(ctx, rollouts, mode=self.mode, threshold=self.threshold)
         if self.show:
             console = self.console or Console()
             console.print(result.table(self.max_rows))

@@ -27,20 +27,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import random
-import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
-from agentbolt.adapters.calls import ModelCall, extract_model_calls
 from agentbolt.algorithms.apo.candidates import (
     HISTORY_FILE,
     STATE_FILE,
@@ -53,7 +48,10 @@ from agentbolt.algorithms.apo.candidates import (
     write_history,
 )
 from agentbolt.algorithms.apo.config import APOConfig
+from agentbolt.algorithms.apo.critic_traces import rollout_trace
+from agentbolt.algorithms.apo.display import round_progress, round_table
 from agentbolt.algorithms.apo.placeholders import check_formats
+from agentbolt.algorithms.apo.rollout_scores import evaluation_result, is_scored, mean_or_none
 from agentbolt.algorithms.apo.selection import best_of, select
 from agentbolt.algorithms.apo.textual_gradient import (
     ChatModel,
@@ -61,12 +59,11 @@ from agentbolt.algorithms.apo.textual_gradient import (
     EngineChatModel,
     HttpChatModel,
     TextualGradient,
-    render_trace,
 )
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
-from agentbolt.algorithms.evaluate import EvaluationResult, EvaluationRow
+from agentbolt.algorithms.evaluate import EvaluationResult
 from agentbolt.algorithms.gateway_access import ensure_gateway_llm
-from agentbolt.types import LLM, PromptTemplate, Rollout, RolloutMode, RolloutStatus
+from agentbolt.types import LLM, PromptTemplate, Rollout, RolloutMode
 
 __all__ = ["APO", "APOError", "APOResult", "RoundRecord"]
 
@@ -238,7 +235,7 @@ class APO(Algorithm):
             else:
                 await self._start(run, initial)
                 await metrics.log(0, run.round_metrics(0, [], 0, 0, 0))
-            with self._progress(cfg.rounds, run.completed) as advance:
+            with round_progress(self.console, cfg.rounds, run.completed, cfg.progress) as advance:
                 for r in range(run.completed + 1, cfg.rounds + 1):
                     record = await self._round(run, gradient, r)
                     await metrics.log(r, record.metrics)
@@ -338,7 +335,7 @@ class APO(Algorithm):
             done = await self._wait(run, handles)
             failures: list[tuple[float, int, Rollout]] = []
             for pos, (i, rollout) in enumerate(zip(indices, done, strict=True)):
-                if _scored(rollout):
+                if is_scored(rollout):
                     parent.train_scores[i] = float(rollout.reward)  # type: ignore[arg-type]
                     train_rewards.append(float(rollout.reward))  # type: ignore[arg-type]
                     if rollout.reward < cfg.failure_threshold:  # type: ignore[operator]
@@ -387,7 +384,7 @@ class APO(Algorithm):
         run.beam = select([*run.beam, *new], cfg.beam_width, cfg.selection)
         self._save_state(run, r)
         values = run.round_metrics(r, new, rejected, dropped, idle_parents)
-        values.update({"n_duplicate_edits": duplicates, "train/mean_reward": _mean(train_rewards)})
+        values.update({"n_duplicate_edits": duplicates, "train/mean_reward": mean_or_none(train_rewards)})
         self._show(run, r, new, rejected)
         record = RoundRecord(round=r, beam=[c.candidate_id for c in run.beam], new=[c.candidate_id for c in new],
                              metrics=values)
@@ -426,7 +423,7 @@ class APO(Algorithm):
             done = await self._wait(run, handles)
             run.rollouts[c.candidate_id] = done
             c.val_scores = {i: float(r.reward) for i, r in zip(run.val_indices, done, strict=True)  # type: ignore[arg-type]
-                            if _scored(r)}
+                            if is_scored(r)}
             c.n_failed = len(done) - len(c.val_scores)
             if c.n_failed:
                 log.warning("%s: %d of %d validation rollouts failed; they are left out of its score, not counted "
@@ -435,8 +432,7 @@ class APO(Algorithm):
 
     async def _trace(self, run: _Run, n: int, rollout: Rollout) -> str:
         """The rollout as the critic reads it (its model calls read from its spans)."""
-        calls = await _model_calls(run.ctx, rollout.rollout_id)
-        return render_trace(n, rollout.input, calls, rollout.reward, self.config.max_trace_chars)
+        return await rollout_trace(run.ctx, n, rollout, self.config.max_trace_chars)
 
     async def _evaluate(self, run: _Run, c: Candidate, what: str, cached: list[Rollout] | None) -> EvaluationResult:
         """``c`` on the whole validation set (reusing its subset's rollouts when that is the whole set)."""
@@ -445,7 +441,7 @@ class APO(Algorithm):
             handles = await run.ctx.enqueue(run.val, RolloutMode.VAL, resources_version=c.resources_version,
                                             metadata={"apo": {"candidate_id": c.candidate_id, "eval": True}})
             rollouts = await self._wait(run, handles)
-        result = await _evaluation_result(run.ctx, rollouts, self.config.success_threshold)
+        result = await evaluation_result(run.ctx, rollouts, self.config.success_threshold)
         mean = "n/a" if result.mean_reward is None else f"{result.mean_reward:.3f}"
         rate = "n/a" if result.success_rate is None else f"{result.success_rate:.1%}"
         self.console.print(f"[bold]APO[/] validation, {what}: mean reward {mean}, success {rate} "
@@ -487,45 +483,11 @@ class APO(Algorithm):
 
     # ------------------------------------------------------------------ display
     def _show(self, run: _Run, r: int, new: Sequence[Candidate], rejected: int) -> None:
-        beam_ids = {c.candidate_id for c in run.beam}
-        shown = {c.candidate_id: c for c in [*run.beam, *new]}
-        table = Table(box=box.SIMPLE_HEAVY, title=f"APO round {r}", title_justify="left")
-        for name, justify in (("candidate", "left"), ("parent", "left"), ("round", "right"), ("mean val", "right"),
-                              ("scored", "right"), ("failed", "right"), ("beam", "center"), ("critique", "left")):
-            table.add_column(name, justify=justify, max_width=50 if name == "critique" else None,  # type: ignore[arg-type]
-                             overflow="ellipsis", no_wrap=name == "critique")
-        for c in sorted(shown.values(), key=lambda c: -(c.mean_val if c.mean_val is not None else -math.inf)):
-            table.add_row(c.candidate_id, c.parent_id or "—", str(c.round),
-                          "—" if c.mean_val is None else f"{c.mean_val:.3f}", str(len(c.val_scores)), str(c.n_failed),
-                          "✓" if c.candidate_id in beam_ids else "", " ".join((c.critique or "").split()))
         if self.config.progress:
-            self.console.print(table)
+            self.console.print(round_table(r, run.beam, new))
         best = best_of(run.candidates)
         log.info("round %d: %d new candidate(s), %d rejected edit(s); best %s (mean val %s); beam %s", r, len(new),
                  rejected, best.candidate_id, best.mean_val, ", ".join(c.candidate_id for c in run.beam))
-
-    @contextlib.contextmanager
-    def _progress(self, total: int, done: int) -> Any:
-        if not self.config.progress or done >= total:
-            yield lambda record: None
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        with Progress(TextColumn("[bold]APO rounds"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.description}"), console=self.console, transient=True) as bar:
-            task = bar.add_task("", total=total, completed=done)
-
-            def advance(record: RoundRecord) -> None:
-                best = record.metrics.get("best_mean_val")
-                bar.update(task, advance=1, description="" if best is None else f"best {best:.3f}")
-
-            yield advance
 
 
 # ----------------------------------------------------------------------------- run state
@@ -556,7 +518,7 @@ class _Run:
     def round_metrics(self, r: int, new: Sequence[Candidate], rejected: int, dropped: int, idle: int) -> dict[str, Any]:
         best = best_of(self.candidates)
         beam_means = [c.mean_val for c in self.beam if c.mean_val is not None]
-        return {"best_mean_val": best.mean_val, "beam_mean_val": _mean(beam_means),
+        return {"best_mean_val": best.mean_val, "beam_mean_val": mean_or_none(beam_means),
                 "n_candidates": len(self.candidates), "n_new": len(new), "n_rejected_edits": rejected,
                 "n_dropped_edits": dropped, "n_parents_without_failures": idle,
                 "val/failed": sum(c.n_failed for c in new) if r else self.candidates[0].n_failed}
@@ -568,42 +530,3 @@ def _check_model_spec(spec: Any, name: str) -> Any:
         return spec
     raise APOError(f"{name} must be an agentbolt.LLM(endpoint=..., model=..., api_key=...), 'gateway' (the run's "
                    f"own engine) or an object with an async chat(messages, ...) method; got {spec!r}")
-
-
-def _scored(rollout: Rollout) -> bool:
-    return rollout.status == RolloutStatus.SUCCEEDED and rollout.reward is not None
-
-
-async def _model_calls(ctx: AlgorithmContext, rollout_id: str, patience: float = 0.5) -> list[ModelCall]:
-    """The model calls of a finished rollout's latest attempt. A gateway in this process
-    is flushed first; one in a server process writes its spans within its flush interval,
-    so wait up to ``patience`` s for at least one there."""
-    from agentbolt.store.http import HttpStore
-
-    flush = getattr(ctx.gateway, "flush", None)
-    if flush is not None:
-        await flush()
-    remote = flush is None and isinstance(ctx.store, HttpStore)
-    deadline = time.monotonic() + (patience if remote else 0.0)
-    while True:
-        calls = extract_model_calls(await ctx.store.get_spans(rollout_id, "latest"))
-        if calls or time.monotonic() >= deadline:
-            return calls
-        await asyncio.sleep(0.1)
-
-
-async def _evaluation_result(ctx: AlgorithmContext, rollouts: Sequence[Rollout], threshold: float) -> EvaluationResult:
-    rows = []
-    for i, r in enumerate(rollouts):
-        error = None
-        if r.status in (RolloutStatus.FAILED, RolloutStatus.CANCELLED) and r.latest_attempt_id:
-            attempt = await ctx.store.get_attempt(r.rollout_id, r.latest_attempt_id)
-            if attempt.error is not None:
-                error = f"{attempt.error.type}: {attempt.error.message}"
-        duration = None if r.start_time is None or r.end_time is None else r.end_time - r.start_time
-        rows.append(EvaluationRow(i, r.rollout_id, r.input, r.status, r.reward, r.attempt_count, duration, error))
-    return EvaluationResult(mode=RolloutMode.VAL, threshold=threshold, rows=tuple(rows))
-
-
-def _mean(xs: Sequence[float]) -> float | None:
-    return statistics.fmean(xs) if xs else None
