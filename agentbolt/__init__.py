@@ -25,6 +25,7 @@ from agentbolt.tracing import (
     emit_exception,
     emit_message,
     emit_object,
+    emit_output,
     emit_reward,
     operation,
 )
@@ -86,9 +87,26 @@ __all__ = [
     "emit_exception",
     "emit_message",
     "emit_object",
+    "emit_output",
     "emit_reward",
     "gateway_llm",
     "open_store",
     "operation",
     "rollout",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Agent Lightning v0.3's names that agentbolt does not define itself
+    (``LightningStore``, ``LitAgentRunner``, ``find_final_reward``, ``@algo``...), from
+    :mod:`agentbolt.compat`, imported on first use: ``import agentbolt as agl`` runs v0.3
+    programs while agentbolt's own namespace (``__all__``, ``dir``) stays agentbolt's."""
+    from agentbolt.compat import names
+
+    if name in names.PROVIDED or name in names.UNSUPPORTED:
+        from agentbolt.compat import resolve
+
+        value = resolve(name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'agentbolt' has no attribute {name!r}")

@@ -42,8 +42,14 @@ from agentbolt.algorithms.base import (
     AlgorithmContext,
 )
 from agentbolt.algorithms.evaluate import Evaluate
+from agentbolt.compat import trainer_args as _compat
 from agentbolt.execution import ExecutionStrategy, RunnerSpec, strategy_from
-from agentbolt.execution.dev import DevRollout, print_dev_rollouts, training_samples
+from agentbolt.execution.dev import (
+    DevRollout,
+    preview_adapter,
+    print_dev_rollouts,
+    training_samples,
+)
 from agentbolt.execution.inprocess import InProcessStrategy
 from agentbolt.runner.runner import Runner
 from agentbolt.store.base import Store
@@ -76,6 +82,9 @@ class Trainer:
       new version before the algorithm starts.
     * ``rollout_config`` — limits and retries of the rollouts the algorithm enqueues
       (default: retried if their runner goes silent for 60 s).
+    * Agent Lightning v0.3's arguments (``initial_resources``, ``n_workers``, ``adapter``,
+      ``tracer``, ``llm_proxy``, ``strategy="shm"|"cs"``, v0.3 algorithms and stores) are
+      accepted and mapped onto these (:mod:`agentbolt.compat.trainer_args`).
     * ``gateway`` — serve the model gateway next to the store: a
       :class:`~agentbolt.gateway.GatewaySpec` or an :class:`~agentbolt.gateway.EngineSpec`
       (built in the server process: the trainer's own, or the one it starts), or — for
@@ -97,7 +106,14 @@ class Trainer:
         rollout_config: RolloutConfig | None = None,
         run_dir: str | None = None,
         gateway: GatewaySpec | EngineSpec | Gateway | None = None,
+        **v03: Any,
     ) -> None:
+        if v03 or _compat.looks_v03(algorithm, store, strategy, runner, hooks):  # Agent Lightning v0.3's arguments
+            mapped = _compat.map_arguments(
+                {"algorithm": algorithm, "n_runners": n_runners, "store": store, "hooks": hooks,
+                 "strategy": strategy, "runner": runner, "resources": resources, "gateway": gateway}, v03)
+            algorithm, n_runners, store, hooks = mapped["algorithm"], mapped["n_runners"], mapped["store"], mapped["hooks"]
+            strategy, runner, resources, gateway = mapped["strategy"], mapped["runner"], mapped["resources"], mapped["gateway"]
         if n_runners < 1:
             raise ValueError(f"n_runners must be at least 1, got {n_runners}")
         self.algorithm = algorithm if algorithm is not None else Evaluate()
@@ -162,10 +178,16 @@ class Trainer:
         *,
         mode: RolloutMode | str = RolloutMode.TRAIN,
         console: Console | None = None,
+        val_dataset: Sequence[Any] | None = None,
     ) -> list[DevRollout]:
         """Run the first ``n`` items of ``dataset`` (default: the training set) in this
         process with no training, print each rollout's trace and the training samples
-        an adapter would make, and return them."""
+        the algorithm makes of it (GRPO: exactly what it trains on, ``agent_match``
+        included; otherwise the RL adapter's), and return them. ``val_dataset`` (Agent Lightning's
+        ``dev(agent, train, val_dataset=...)``) is previewed, as validation rollouts,
+        when there is no training data."""
+        if dataset is None and not self.train_dataset and val_dataset is not None:
+            dataset, mode = val_dataset, RolloutMode.VAL
         return _run_sync(self.dev_async(agent, dataset, n, mode=mode, console=console), "dev")
 
     async def dev_async(
@@ -182,11 +204,13 @@ class Trainer:
         if not items:
             raise ValueError("dev() needs a dataset with at least one item")
 
-        async def main(store: Store) -> list[DevRollout]:
+        async def main(store: Store, gateway: Any = None) -> list[DevRollout]:
             if self.resources:
                 await store.update_resources(self.resources)
-            ctx = AlgorithmContext(store, rollout_config=self.rollout_config.model_copy(deep=True))
+            ctx = AlgorithmContext(store, rollout_config=self.rollout_config.model_copy(deep=True), gateway=gateway)
             rollouts = await ctx.run_dataset(items, mode)
+            if gateway is not None:  # the gateway's spans of these calls are in the store
+                await gateway.flush()
             results = []
             for rollout in rollouts:
                 spans = await store.get_spans(rollout.rollout_id, "latest") if rollout.latest_attempt_id else []
@@ -195,11 +219,14 @@ class Trainer:
                     attempt = await store.get_attempt(rollout.rollout_id, rollout.latest_attempt_id)
                     if attempt.error is not None:
                         error = f"{attempt.error.type}: {attempt.error.message}"
-                samples, why_not = training_samples(spans)
+                samples, why_not = training_samples(spans, preview_adapter(self.algorithm))
                 results.append(DevRollout(rollout, spans, samples, error, [why_not] if why_not else []))
             return results
 
         _ensure_log_output()
+        configure = getattr(self.algorithm, "configure_gateway", None)
+        if configure is not None and self.gateway is not None:  # sample as the algorithm will (GRPO: RL sampling)
+            configure(self.gateway.config)
         store = self.store if isinstance(self.store, Store) else None
         results = await InProcessStrategy().execute(main, spec, n_runners=1, store=store, gateway=self.gateway)
         print_dev_rollouts(results, console)

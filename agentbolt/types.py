@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Iterator
 from enum import StrEnum
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "RolloutStatus",
@@ -126,7 +127,8 @@ class RolloutConfig(_Model):
     unresponsive_seconds: float | None = Field(default=None, gt=0)
     max_attempts: int = Field(default=3, ge=1, le=100)
     retry_on: list[AttemptStatus] = Field(
-        default_factory=lambda: [AttemptStatus.TIMEOUT, AttemptStatus.UNRESPONSIVE]
+        default_factory=lambda: [AttemptStatus.TIMEOUT, AttemptStatus.UNRESPONSIVE],
+        validation_alias=AliasChoices("retry_on", "retry_condition"),  # Agent Lightning's name
     )
 
     @field_validator("retry_on")
@@ -251,6 +253,11 @@ class LLM(_Model):
     api_key: str | None = None
     sampling_parameters: dict[str, Any] = Field(default_factory=dict)
 
+    def get_base_url(self, *_ids: Any, **_named: Any) -> str:
+        """The endpoint (Agent Lightning's ``ProxyLLM.get_base_url(rollout_id, attempt_id)``:
+        a runner has already scoped a gateway LLM's endpoint to the attempt)."""
+        return self.endpoint
+
 
 class PromptTemplate(_Model):
     """A prompt with ``{placeholders}`` (``str.format`` syntax)."""
@@ -310,10 +317,32 @@ T = TypeVar("T")
 
 class Page(_Model, Generic[T]):
     """One page of a query. Pass ``next_cursor`` back to get the next page; ``None``
-    means there is none."""
+    means there is none.
+
+    A page is also a sequence of its items: ``for span in page``, ``len(page)`` and
+    ``page[0]`` see ``page.items`` (as Agent Lightning's query results did; an empty page
+    is falsy), so code that treats the result as a list works; the cursor stays on
+    ``page.next_cursor``.
+    """
 
     items: list[T]
     next_cursor: str | None = None
+
+    def __iter__(self) -> Iterator[T]:  # type: ignore[override]  # items, not (field, value) pairs
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        return self.items[index]
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.items
 
 
 MetricValue = float | int | None

@@ -106,7 +106,7 @@ def serve_gateway(port: int, engine_url: str, db: str) -> None:
     from agentbolt.server import create_app
     from agentbolt.store.url import open_store
 
-    gateway = Gateway(VLLMEngine(engine_url, policy_version=1), GatewayConfig())
+    gateway = Gateway(VLLMEngine(engine_url, policy_version=1, model=MODEL), GatewayConfig())
     store = open_store("memory://" if db == "memory" else f"sqlite:///{db}")
     app = create_app(store, admin_token=ADMIN, gateway=gateway, deadline_check=False)
     profile = os.environ.get("AGENTBOLT_BENCH_PROFILE")

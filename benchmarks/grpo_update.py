@@ -53,7 +53,7 @@ import torch
 
 from agentbolt.algorithms.grpo.config import GRPOConfig, LoraSettings
 from agentbolt.algorithms.grpo.policy import Policy
-from agentbolt.algorithms.grpo.samples import Sample
+from agentbolt.adapters.samples import Sample
 from agentbolt.algorithms.grpo.update import PolicyUpdate
 
 PEER_PYTHON = ROOT / ".bench-venv-trl" / "bin" / "python"

@@ -115,6 +115,23 @@ def test_export_filters_and_options(prepared: Prepared, tmp_path: Path) -> None:
     assert [t["response"]["text"] for t in triplets] == ["a0", "a1"]
 
 
+def test_export_of_the_samples_grpo_trains_on(prepared: Prepared, tmp_path: Path) -> None:
+    out = tmp_path / "export"
+
+    result = run_cli("store", "export", str(out), "--store", prepared.url, "--samples", "rl", "--json")
+
+    assert result.exit_code == 0, result.output
+    rows = read_jsonl(out / "samples.jsonl")
+    # two calls on unrelated prompts: two samples, each prompt (context) + answer (trained)
+    assert [(r["rollout_id"], r["index"], r["reward"]) for r in rows] == [(prepared.done_id, 0, 1.0), (prepared.done_id, 1, 1.0)]
+    for i, row in enumerate(rows):
+        answer = list(f"a{i}".encode())
+        assert row["token_ids"][-len(answer):] == answer
+        assert row["loss_mask"] == [0] * (row["num_tokens"] - len(answer)) + [1] * len(answer)
+        assert row["calls"] == [{"span_id": f"call{i}", "agent_name": None, "start": row["num_tokens"] - len(answer),
+                                 "length": len(answer), "trained": True}]
+
+
 def test_export_to_parquet(prepared: Prepared, tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     out = tmp_path / "export"

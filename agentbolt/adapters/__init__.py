@@ -1,11 +1,16 @@
 """Adapters: turn the spans of rollouts into training data.
 
+* :class:`SampleAdapter` — the RL adapter: token-level :class:`Sample` objects merged by
+  exact prefix, with loss masks, sampling-time logprobs, policy versions and the
+  rollout's reward; what GRPO trains on, ``Trainer.dev`` previews and
+  ``agentbolt store export --samples rl`` writes (:mod:`.samples`).
 * :class:`TripletAdapter` — one (prompt, response, reward) :class:`Triplet` per model
-  call, with the engine's token ids and logprobs (RL); :func:`require_token_ids`.
+  call, with the engine's token ids and logprobs (a per-call view for your own RL
+  code); :func:`require_token_ids`.
 * :class:`MessagesAdapter` — OpenAI chat fine-tuning records (SFT); :func:`to_jsonl`.
-* ``agent_match`` (both) — a regular expression on the agent name that picks which
+* ``agent_match`` (all three) — a regular expression on the agent name that picks which
   agents' calls become training data in a multi-agent system (:mod:`.match`).
-* :func:`extract_model_calls` — the parsed model calls underneath both (:mod:`.calls`).
+* :func:`extract_model_calls` — the parsed model calls underneath all three (:mod:`.calls`).
 
 Reward policies are described in :mod:`.rewards`; ``docs/adapters.md`` has the whole story.
 """
@@ -18,6 +23,14 @@ from agentbolt.adapters.rewards import (
     RewardPolicy,
     assign_rewards,
     final_reward,
+)
+from agentbolt.adapters.samples import (
+    RolloutSamples,
+    Sample,
+    SampleAdapter,
+    SampleCall,
+    agent_counts,
+    build_samples,
 )
 from agentbolt.adapters.triplets import (
     MissingTokenIdsError,
@@ -36,12 +49,18 @@ __all__ = [
     "MissingTokenIdsError",
     "ModelCall",
     "RewardPolicy",
+    "RolloutSamples",
+    "Sample",
+    "SampleAdapter",
+    "SampleCall",
     "Triplet",
     "TripletAdapter",
     "TripletPrompt",
     "TripletResponse",
+    "agent_counts",
     "agent_matcher",
     "assign_rewards",
+    "build_samples",
     "extract_model_calls",
     "final_reward",
     "is_model_call",

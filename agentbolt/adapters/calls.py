@@ -21,12 +21,19 @@ span inside it is, so every call counts once.
    ``agent.name`` / ``graph.node.name`` (OpenInference), or ``langgraph_node`` in the
    span's LangChain ``metadata`` (LangGraph: the node that made the call);
 3. otherwise None — such a call never matches an ``agent_match`` pattern.
+
+A call recorded by the **gateway** has ``agentbolt.agent.name`` when the call named its
+agent — the ``X-Agentbolt-Agent`` header, which agentbolt's tracer adds with the name
+found as above, or a ``<model>#<agent>`` model name (:mod:`agentbolt.gateway.origin`);
+its W3C ``traceparent`` makes the caller's span its parent, so rule 2 applies to it too.
+When the agent's client was traced as well, the two spans of the call are merged
+(:func:`_without_duplicates`) and the client's name fills in a missing one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any
 
@@ -143,23 +150,40 @@ GATEWAY_SCOPE = "agentbolt.gateway"
 
 def _without_duplicates(calls: list[ModelCall]) -> list[ModelCall]:
     """One call seen twice — by the gateway and by the agent's own instrumented client —
-    is kept once, as the gateway's span (it carries the policy version). A client span
-    is a duplicate when a gateway span of the attempt has the same token ids, or (without
-    ids) the same messages and answer text."""
-    gateway = [c for c in calls if c.attributes.get("otel.scope.name") == GATEWAY_SCOPE]
+    is kept once, as the gateway's span (it carries the policy version), enriched with
+    what only its twin knows: the agent name (when the gateway got none), the token ids
+    and logprobs (when the gateway has none), and any attribute the gateway's span lacks.
+    A client span is a twin when a gateway span of the attempt has the same token ids, or
+    (without ids) the same messages and answer text."""
+    gateway = [i for i, c in enumerate(calls) if c.attributes.get("otel.scope.name") == GATEWAY_SCOPE]
     if not gateway or len(gateway) == len(calls):
         return calls
-    free = [(set(_identities(c)), c) for c in gateway]
-    kept = []
-    for c in calls:
-        if c.attributes.get("otel.scope.name") != GATEWAY_SCOPE:
-            mine = set(_identities(c))
-            twin = next((i for i, (keys, _) in enumerate(free) if keys & mine), None)
-            if twin is not None:
-                free.pop(twin)
-                continue
-        kept.append(c)
-    return kept
+    free = [(set(_identities(calls[i])), i) for i in gateway]
+    twins: dict[int, ModelCall] = {}
+    dropped: set[int] = set()
+    for i, c in enumerate(calls):
+        if c.attributes.get("otel.scope.name") == GATEWAY_SCOPE:
+            continue
+        mine = set(_identities(c))
+        found = next((k for k, (keys, _) in enumerate(free) if keys & mine), None)
+        if found is not None:
+            twins[free.pop(found)[1]] = c
+            dropped.add(i)
+    return [_merged(c, twins[i]) if i in twins else c for i, c in enumerate(calls) if i not in dropped]
+
+
+def _merged(gateway: ModelCall, client: ModelCall) -> ModelCall:
+    """The gateway's call, with the gaps filled from the client's twin."""
+    has_ids = gateway.has_token_ids
+    return replace(
+        gateway,
+        agent_name=gateway.agent_name or client.agent_name,
+        prompt_token_ids=gateway.prompt_token_ids if has_ids else client.prompt_token_ids,
+        response_token_ids=gateway.response_token_ids if has_ids else client.response_token_ids,
+        response_logprobs=gateway.response_logprobs if gateway.response_logprobs is not None else client.response_logprobs,
+        token_ids_source=gateway.token_ids_source if has_ids else client.token_ids_source,
+        attributes={**client.attributes, **gateway.attributes},
+    )
 
 
 def _identities(call: ModelCall) -> list[Any]:

@@ -19,12 +19,18 @@ from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult, Evaluation
 
 if TYPE_CHECKING:
     from agentbolt.algorithms.apo import APO, APOConfig, APOResult, Candidate
-    from agentbolt.algorithms.grpo import GRPO, GRPOConfig, GRPOResult, LoraSettings
+    from agentbolt.algorithms.grpo import (
+        GRPO,
+        GRPOConfig,
+        GRPOPolicies,
+        GRPOResult,
+        LoraSettings,
+    )
     from agentbolt.algorithms.sft import SFT, SFTConfig, SFTResult
 
 _LAZY = {
     **dict.fromkeys(("APO", "APOConfig", "APOResult", "Candidate"), "agentbolt.algorithms.apo"),
-    **dict.fromkeys(("GRPO", "GRPOConfig", "GRPOResult", "LoraSettings"), "agentbolt.algorithms.grpo"),
+    **dict.fromkeys(("GRPO", "GRPOConfig", "GRPOPolicies", "GRPOResult", "LoraSettings"), "agentbolt.algorithms.grpo"),
     **dict.fromkeys(("SFT", "SFTConfig", "SFTResult"), "agentbolt.algorithms.sft"),
 }
 
@@ -42,6 +48,7 @@ __all__ = [
     "EvaluationResult",
     "EvaluationRow",
     "GRPOConfig",
+    "GRPOPolicies",
     "GRPOResult",
     "LoraSettings",
     "SFTConfig",

@@ -20,7 +20,10 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from agentbolt import semconv
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
+from agentbolt.algorithms.failures import check_evaluation
+from agentbolt.algorithms.progress import ConsoleProgress, wait_with_progress
 from agentbolt.types import Rollout, RolloutMode, RolloutStatus
 
 __all__ = ["Evaluate", "EvaluationResult", "EvaluationRow", "evaluation_result", "success_gain"]
@@ -46,6 +49,8 @@ class EvaluationRow:
     attempts: int
     duration: float | None
     error: str | None = None
+    output: Any = None
+    """What the agent returned when it was not a reward (its answer)."""
 
     @property
     def scored(self) -> bool:
@@ -128,6 +133,9 @@ class EvaluationResult:
         table.add_column("reward", justify="right")
         table.add_column("tries", justify="right")
         table.add_column("time", justify="right")
+        outputs = any(row.output is not None for row in self.rows)
+        if outputs:
+            table.add_column("output", max_width=40, overflow="ellipsis", no_wrap=True)
         table.add_column("error", max_width=40, overflow="ellipsis", no_wrap=True)
         rows = self.rows if max_rows is None else self.rows[:max_rows]
         for row in rows:
@@ -142,6 +150,7 @@ class EvaluationResult:
                 reward,
                 str(row.attempts),
                 "" if row.duration is None else f"{row.duration:.2f}s",
+                *([] if not outputs else ["" if row.output is None else _preview(row.output)]),
                 row.error or "",
             )
         if len(rows) < len(self.rows):
@@ -159,13 +168,15 @@ async def evaluation_result(
     attempt's error read from the store)."""
     rows = []
     for i, r in enumerate(rollouts):
-        error = None
-        if r.status in (RolloutStatus.FAILED, RolloutStatus.CANCELLED) and r.latest_attempt_id:
+        error = output = None
+        if r.latest_attempt_id and r.status.is_terminal:
             attempt = await ctx.store.get_attempt(r.rollout_id, r.latest_attempt_id)
-            if attempt.error is not None:
+            if attempt.error is not None and r.status != RolloutStatus.SUCCEEDED:
                 error = f"{attempt.error.type}: {attempt.error.message}"
+            output = attempt.metadata.get(semconv.ATTEMPT_OUTPUT)
         duration = None if r.start_time is None or r.end_time is None else r.end_time - r.start_time
-        rows.append(EvaluationRow(i, r.rollout_id, r.input, r.status, r.reward, r.attempt_count, duration, error))
+        rows.append(EvaluationRow(i, r.rollout_id, r.input, r.status, r.reward, r.attempt_count, duration, error,
+                                  output))
     return EvaluationResult(mode=mode, threshold=threshold, rows=tuple(rows))
 
 
@@ -189,6 +200,10 @@ class Evaluate(Algorithm):
     ``dataset``: ``"val"`` or ``"train"`` (the trainer's datasets) or the items
     themselves; by default the validation set if there is one, else the training set.
     ``threshold``: the reward a rollout needs to count as a success.
+    ``progress``: a bar on a terminal, a plain line every 10 s elsewhere.
+    ``stop_on_no_success``: when no rollout succeeded at all (the agent is broken, not
+    bad), raise :class:`~agentbolt.algorithms.failures.NoSuccessfulRolloutsError` naming
+    the most common failure, after showing the table.
     """
 
     def __init__(
@@ -201,6 +216,9 @@ class Evaluate(Algorithm):
         show: bool = True,
         max_rows: int | None = 50,
         console: Console | None = None,
+        progress: bool = True,
+        stop_on_no_success: bool = True,
+        label: str | None = None,
     ) -> None:
         self.dataset = dataset
         self.mode = RolloutMode(mode)
@@ -211,6 +229,9 @@ class Evaluate(Algorithm):
         self.show = show
         self.max_rows = max_rows
         self.console = console
+        self.progress = progress
+        self.stop_on_no_success = stop_on_no_success
+        self.label = label
 
     def _items(self, ctx: AlgorithmContext) -> Sequence[Any]:
         if self.dataset == "train" or (self.dataset is None and ctx.val_dataset is None):
@@ -227,11 +248,18 @@ class Evaluate(Algorithm):
 
     async def run(self, ctx: AlgorithmContext) -> EvaluationResult:
         items = self._items(ctx)
+        label = self.label or f"evaluation ({self.mode.value})"
         log.info("evaluating %d items in %s mode", len(items), self.mode.value)
-        rollouts = await ctx.run_dataset(items, self.mode, timeout=self.timeout)
+        console = self.console or Console()
+        rollouts = await ctx.enqueue(items, self.mode)
+        with ConsoleProgress(console, label, len(rollouts), unit="rollouts", every_s=10.0,
+                             enabled=self.progress) as bar:
+            await wait_with_progress(ctx.store, rollouts, bar, timeout=self.timeout)
+        rollouts = await ctx.wait(rollouts, timeout=0)
         result = await evaluation_result(ctx, rollouts, mode=self.mode, threshold=self.threshold)
         if self.show:
-            console = self.console or Console()
             console.print(result.table(self.max_rows))
             console.print(Text(result.summary(), style="bold"))
+        if self.stop_on_no_success:
+            await check_evaluation(ctx.store, rollouts, label)
         return result

@@ -42,15 +42,23 @@ def owns_control(ctx: AlgorithmContext, control: Any) -> bool:
     return control is not None and control is not getattr(ctx, "gateway", None)
 
 
-def engine_weights(control: Any) -> tuple[Any, Any] | None:
+def engine_weights(control: Any, *, as_base: bool = True) -> tuple[Any, Any] | None:
     """``(model, tokenizer)``: a deep copy of the in-process engine's model (on the
     engine's device; the engine keeps serving its own copy), or None when the engine is
-    not in this process or holds no transformers model."""
+    not in this process or holds no transformers model.
+
+    ``as_base``: the engine also takes the copied weights as the base of the next LoRA
+    adapter. The copy holds any adapter served now (SFT's, an earlier run's) merged in, and
+    the trainer's fresh adapter is a delta on the copy: without this, the engine would serve
+    that delta on the weights from before its first adapter, dropping the earlier one."""
     engine = getattr(control, "engine", None)
-    if engine is None or not hasattr(engine, "model"):
+    if not hasattr(getattr(engine, "model", None), "state_dict"):  # vLLM's `model` is a name, not weights
         return None
     model = copy.deepcopy(engine.model)
     model.to(engine.device)
+    rebase = getattr(engine, "rebase_adapters", None)
+    if as_base and rebase is not None:
+        rebase()
     return model, getattr(engine, "tokenizer", None)
 
 

@@ -246,6 +246,9 @@ def rollout_view(rollout: Rollout, attempts: Sequence[Attempt], now: float | Non
     fields.add_row("input", _short_json(r.input, 500))
     if r.metadata:
         fields.add_row("metadata", _short_json(r.metadata, 500))
+    with_output = [a for a in attempts if semconv.ATTEMPT_OUTPUT in a.metadata]
+    if with_output:  # what the agent returned (not a reward), from the latest attempt that did
+        fields.add_row("output", _short_json(with_output[-1].metadata[semconv.ATTEMPT_OUTPUT], 500))
 
     table = _table("attempts")
     _short(table, "#", right=True)

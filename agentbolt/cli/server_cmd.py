@@ -141,6 +141,31 @@ def server(
     device: Annotated[
         str, typer.Option("--device", help="transformers engine: cpu or cuda.", rich_help_panel=_GATEWAY)
     ] = "cpu",
+    dtype: Annotated[
+        str,
+        typer.Option("--dtype", help="transformers engine: float32, bfloat16 or float16 (a trainer in another "
+                     "dtype recomputes π_old; reported in /v1/gateway/status).", rich_help_panel=_GATEWAY),
+    ] = "float32",
+    tool_parser: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-parser",
+            help="vllm/transformers engines: how the model writes tool calls (hermes, llama3_json, xlam); "
+            "default: read from the chat template.",
+            rich_help_panel=_GATEWAY,
+            show_default=False,
+        ),
+    ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            "--tokenizer",
+            help="vllm engine: the served model's tokenizer (directory or Hub name); the gateway then templates "
+            "chats itself and sends token ids to vLLM's completions route (token-exact history).",
+            rich_help_panel=_GATEWAY,
+            show_default=False,
+        ),
+    ] = None,
     train_temperature: Annotated[
         float | None,
         typer.Option(
@@ -164,7 +189,8 @@ def server(
 ) -> None:
     """Serve a store over HTTP until interrupted (Ctrl-C); with --engine, also the model gateway."""
     gateway = _gateway_spec(
-        engine, engine_url, engine_model, engine_api_key, model_path, device, train_temperature, val_temperature
+        engine, engine_url, engine_model, engine_api_key, model_path, device, train_temperature, val_temperature,
+        dtype=dtype, tool_parser=tool_parser, tokenizer=tokenizer,
     )
     if workers > 1:
         _check_workers(workers, store, gateway is not None)
@@ -301,6 +327,10 @@ def _gateway_spec(
     device: str,
     train_temperature: float | None,
     val_temperature: float | None,
+    *,
+    dtype: str = "float32",
+    tool_parser: str | None = None,
+    tokenizer: str | None = None,
 ) -> GatewaySpec | None:
     """The gateway the options describe (None without --engine); usage errors say what to add."""
     if engine is None:
@@ -312,6 +342,8 @@ def _gateway_spec(
                 ("--model-path", model_path),
                 ("--train-temperature", train_temperature),
                 ("--val-temperature", val_temperature),
+                ("--tool-parser", tool_parser),
+                ("--tokenizer", tokenizer),
             )
             if value is not None
         ]
@@ -340,7 +372,8 @@ def _gateway_spec(
     try:
         return GatewaySpec(
             engine=EngineSpec(
-                kind=engine.value, url=url, model=model, api_key=api_key, path=model_path, device=device
+                kind=engine.value, url=url, model=model, api_key=api_key, path=model_path, device=device,
+                dtype=dtype, tool_parser=tool_parser, tokenizer=tokenizer,
             ),
             config=GatewayConfig(sampling=sampling),
         )

@@ -298,6 +298,7 @@ class ExportFormatChoice(StrEnum):
 class SamplesChoice(StrEnum):
     chat = "chat"
     triplets = "triplets"
+    rl = "rl"
     none = "none"
 
 
@@ -351,7 +352,7 @@ def export_cmd(
         list[str] | None, typer.Option("--metrics-run", help="Export this run's training metrics (repeatable).")
     ] = None,
     samples: Annotated[
-        SamplesChoice, typer.Option("--samples", help="Training samples of finished rollouts: chat records or triplets.")
+        SamplesChoice, typer.Option("--samples", help="Training samples of finished rollouts: chat records, triplets, or rl (what GRPO trains on).")
     ] = SamplesChoice.chat,
     gzip: Annotated[bool, typer.Option("--gzip", help="Compress JSONL files (.jsonl.gz).")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a previous export in OUT_DIR.")] = False,

@@ -2,8 +2,9 @@
 language) by running one per rollout with a rollout-scoped model endpoint.
 
 ``Harness`` is an agent the runner and ``Trainer.fit`` accept like any other; programs
-run as local subprocesses (:class:`LocalExecutor`), and another :class:`Executor` (a
-Kubernetes Job) can take its place.
+run as local subprocesses (:class:`LocalExecutor`), each in its own :class:`Sandbox`
+(bubblewrap) unless told otherwise, and another :class:`Executor` (a Kubernetes Job)
+can take its place.
 """
 
 from agentbolt.controller.credentials import (
@@ -29,6 +30,7 @@ from agentbolt.controller.local import (
     ProgramStartError,
 )
 from agentbolt.controller.reward import Reward, RewardFormatError, parse_reward
+from agentbolt.controller.sandbox import Limits, Sandbox, SandboxUnavailableError
 
 __all__ = [
     "Credentials",
@@ -40,6 +42,7 @@ __all__ = [
     "HarnessKilledError",
     "HarnessStartError",
     "HarnessTimeoutError",
+    "Limits",
     "LocalExecutor",
     "ProcessResult",
     "ProcessSpec",
@@ -47,6 +50,8 @@ __all__ = [
     "ProgramStartError",
     "Reward",
     "RewardFormatError",
+    "Sandbox",
+    "SandboxUnavailableError",
     "attempt_credentials",
     "parse_reward",
     "render_command",

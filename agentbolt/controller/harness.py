@@ -23,6 +23,11 @@ line it prints is the reward.
 Every run records an ``agentbolt.annotation`` span with the exit code, the duration and
 the tail of stderr (and the same on the attempt's metadata). Failures are sorted into
 "try again" and "the program's fault" (see :mod:`agentbolt.controller.errors`).
+
+Programs run in a sandbox by default (:mod:`agentbolt.controller.sandbox`): a fresh
+workspace, the gateway and nothing else; what it blocks is recorded as
+``agentbolt.sandbox`` spans. Where it cannot be built the attempt fails with the reason,
+unless ``sandbox=False`` says to run programs unsandboxed.
 """
 
 from __future__ import annotations
@@ -69,6 +74,8 @@ from agentbolt.controller.reward import (
     parse_reward,
     read_reward_file,
 )
+from agentbolt.controller.sandbox import Sandbox, SandboxSession
+from agentbolt.controller.sandbox.events import SandboxEvent, emit_events
 from agentbolt.runner.agent import LitAgent
 from agentbolt.tracing.context import AttemptContext, require_context
 from agentbolt.tracing.emitters import emit_annotation, emit_reward
@@ -104,6 +111,9 @@ class Harness(LitAgent):
     * ``require_reward`` — a program that exits without any reward fails the attempt
       (default); set False for programs run only to collect traces.
     * ``executor`` — where programs run (default: :class:`LocalExecutor`).
+    * ``sandbox`` — a :class:`~agentbolt.controller.sandbox.Sandbox` (its workspace,
+      hidden paths, read-only paths, limits); ``True`` (default) is ``Sandbox()``;
+      ``False`` runs programs unsandboxed, with this process's rights.
     """
 
     def __init__(
@@ -122,6 +132,7 @@ class Harness(LitAgent):
         stderr_tail_bytes: int = 4000,
         executor: Executor | None = None,
         name: str | None = None,
+        sandbox: Sandbox | bool = True,
     ) -> None:
         if concurrency is not None and concurrency < 1:
             raise ValueError(f"concurrency must be at least 1 (or None for no limit), got {concurrency}")
@@ -140,6 +151,9 @@ class Harness(LitAgent):
         self.stderr_tail_bytes = stderr_tail_bytes
         self.executor: Executor = executor if executor is not None else LocalExecutor()
         self.name = name or f"harness:{os.path.basename(self.command[0])}"
+        if sandbox is True:
+            sandbox = Sandbox()
+        self.sandbox: Sandbox | None = sandbox or None
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
         self._gateways_seen: set[str] = set()
 
@@ -163,26 +177,32 @@ class Harness(LitAgent):
         creds = await attempt_credentials(ctx, self.server_url)
         async with self._slot():
             with tempfile.TemporaryDirectory(prefix="agentbolt-harness-") as tmp:
-                return await self._run(ctx, task, creds, Path(tmp))
+                if self.sandbox is None:
+                    return await self._run(ctx, task, creds, Path(tmp), None)
+                box = SandboxSession(self.sandbox, Path(tmp), task, creds.server_url, ctx.rollout_id, ctx.attempt_id)
+                async with box:
+                    return await self._run(ctx, task, creds, Path(tmp), box)
 
-    async def _run(self, ctx: AttemptContext, task: Any, creds: Credentials, tmp: Path) -> None:
+    async def _run(
+        self, ctx: AttemptContext, task: Any, creds: Credentials, tmp: Path, box: SandboxSession | None
+    ) -> None:
         fields = _placeholders(task, ctx)
-        reward_file = tmp / "reward"
-        base_url = rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id)
-        await ensure_gateway(creds, base_url, self._gateways_seen)
+        reward_file = box.reward_file if box else tmp / "reward"
+        await ensure_gateway(creds, rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id), self._gateways_seen)
+        server_url = box.program_server_url if box else creds.server_url  # as the program reaches it
         env = dict(os.environ) if self.inherit_env else {}
         env.update(
-            OPENAI_BASE_URL=base_url,
+            OPENAI_BASE_URL=rollout_base_url(server_url, ctx.rollout_id, ctx.attempt_id),
             OPENAI_API_KEY=creds.token,
-            AGENTBOLT_SERVER_URL=creds.server_url,
+            AGENTBOLT_SERVER_URL=server_url,
             AGENTBOLT_ROLLOUT_ID=ctx.rollout_id,
             AGENTBOLT_ATTEMPT_ID=ctx.attempt_id,
             AGENTBOLT_TASK=fields["task"],
             AGENTBOLT_REWARD_URL=(
-                f"{creds.server_url}/v1/rollouts/{quote(ctx.rollout_id, safe='')}"
+                f"{server_url}/v1/rollouts/{quote(ctx.rollout_id, safe='')}"
                 f"/attempts/{quote(ctx.attempt_id, safe='')}/reward"
             ),
-            AGENTBOLT_REWARD_FILE=str(reward_file),
+            AGENTBOLT_REWARD_FILE=box.program_reward_file if box else str(reward_file),
         )
         env.update(self.env)  # explicit settings win (e.g. another OPENAI_BASE_URL: then calls are not recorded)
         spec = ProcessSpec(
@@ -192,8 +212,16 @@ class Harness(LitAgent):
             timeout=self.timeout,
             stderr_tail_bytes=self.stderr_tail_bytes,
         )
-        result = await self._execute(spec, "program")
-        await _record(ctx, result)
+        events: list[SandboxEvent] = []
+        if box is None:
+            result = await self._execute(spec, "program")
+        else:
+            evaluator = render_command(self.evaluator, fields) if self.evaluator is not None else None
+            try:
+                result, events = await box.run(self.executor, spec, evaluator, self.cwd)
+            except ProgramStartError as exc:
+                raise HarnessStartError(f"the program could not start: {exc}") from exc
+        await _record(ctx, result, events, box)
         if result.timed_out:
             raise HarnessTimeoutError(
                 f"{spec.argv[0]} ran longer than {self.timeout} s; its process group was killed"
@@ -202,7 +230,7 @@ class Harness(LitAgent):
         if result.killed_by_signal:
             raise HarnessKilledError(f"{spec.argv[0]} was killed by signal {-(result.exit_code or 0)}" + _stderr_hint(result))
         if self.evaluator is not None:
-            _emit(await self._evaluate(ctx, fields, result, tmp))
+            _emit(await self._evaluate(ctx, fields, result, tmp, box))
             return
         try:
             written = read_reward_file(reward_file)
@@ -224,7 +252,9 @@ class Harness(LitAgent):
             )
         return
 
-    async def _evaluate(self, ctx: AttemptContext, fields: dict[str, str], program: ProcessResult, tmp: Path) -> Reward:
+    async def _evaluate(
+        self, ctx: AttemptContext, fields: dict[str, str], program: ProcessResult, tmp: Path, box: SandboxSession | None
+    ) -> Reward:
         assert self.evaluator is not None
         output = tmp / "output"
         output.write_bytes(program.stdout)
@@ -237,6 +267,8 @@ class Harness(LitAgent):
             AGENTBOLT_EXIT_CODE=str(program.exit_code),
             AGENTBOLT_OUTPUT_FILE=str(output),
         )
+        if box is not None:  # the workspace the program left, read outside the sandbox
+            env["AGENTBOLT_WORKSPACE"] = str(box.workspace)
         spec = ProcessSpec(
             argv=render_command(self.evaluator, fields),
             env=env,
@@ -318,16 +350,26 @@ def render_command(template: Sequence[str], fields: Mapping[str, str]) -> list[s
 
 
 # ---------------------------------------------------------------------- outcome
-async def _record(ctx: AttemptContext, result: ProcessResult) -> None:
+async def _record(
+    ctx: AttemptContext, result: ProcessResult, events: list[SandboxEvent], box: SandboxSession | None
+) -> None:
     facts: dict[str, Any] = {
         "harness.exit_code": result.exit_code if result.exit_code is not None else -1,
         "harness.duration_s": round(result.duration, 3),
         "harness.timed_out": result.timed_out,
         "harness.stderr_tail": result.stderr_tail,
+        "harness.sandboxed": box is not None,
     }
+    metadata: dict[str, Any] = {"harness": facts}
+    if box is not None:
+        facts["harness.sandbox_startup_ms"] = round(box.startup_s * 1000, 1)
+        metadata["sandbox"] = {"events": [e.as_dict() for e in events], "hidden": box.left_out}
+        emit_events(events)
+        for e in events:
+            log.info("sandbox of attempt %s: %s (x%d): %s", ctx.attempt_id, e.kind, e.count, e.detail)
     emit_annotation(**facts)
     try:
-        await ctx.store.update_attempt(ctx.rollout_id, ctx.attempt_id, metadata={"harness": facts})
+        await ctx.store.update_attempt(ctx.rollout_id, ctx.attempt_id, metadata=metadata)
     except Exception as exc:  # noqa: BLE001 - the span above has it too; metadata is a convenience
         log.debug("could not record harness metadata on attempt %s: %s", ctx.attempt_id, exc)
 

@@ -39,6 +39,10 @@ class ProcessSpec:
     stderr_tail_bytes: int = 4000
     kill_grace: float = 2.0
     """Seconds between SIGTERM and SIGKILL to the process group."""
+    pass_fds: tuple[int, ...] = ()
+    """File descriptors the program inherits (besides stdin, stdout, stderr)."""
+    output_limit: int = _OUTPUT_LIMIT
+    """Bytes of stdout kept; ``ProcessResult.extra["stdout_bytes"]`` counts them all."""
 
 
 @dataclass
@@ -77,10 +81,12 @@ class LocalExecutor:
                 env=spec.env,
                 cwd=spec.cwd,
                 start_new_session=True,
+                pass_fds=spec.pass_fds,
             )
         except OSError as exc:
             raise ProgramStartError(f"could not start {spec.argv[0]!r} (cwd {spec.cwd or os.getcwd()!r}): {exc}") from exc
-        stdout = asyncio.ensure_future(_read_head(proc.stdout, _OUTPUT_LIMIT))
+        total = [0]
+        stdout = asyncio.ensure_future(_read_head(proc.stdout, spec.output_limit, total))
         stderr = asyncio.ensure_future(_read_tail(proc.stderr, spec.stderr_tail_bytes))
         if spec.stdin is not None and proc.stdin is not None:
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -107,6 +113,7 @@ class LocalExecutor:
             stderr_tail=err.decode("utf-8", "replace"),
             timed_out=timed_out,
             duration=time.monotonic() - started,
+            extra={"stdout_bytes": total[0]},
         )
 
 
@@ -127,11 +134,12 @@ async def _kill_group(proc: asyncio.subprocess.Process, grace: float, *, only_le
     await proc.wait()
 
 
-async def _read_head(stream: asyncio.StreamReader | None, limit: int) -> bytes:
+async def _read_head(stream: asyncio.StreamReader | None, limit: int, total: list[int]) -> bytes:
     if stream is None:
         return b""
     kept = bytearray()
     while chunk := await stream.read(65536):
+        total[0] += len(chunk)
         if len(kept) < limit:
             kept += chunk[: limit - len(kept)]
     return bytes(kept)

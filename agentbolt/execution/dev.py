@@ -1,6 +1,6 @@
 """``Trainer.dev``: run a handful of rollouts, no training, and show what happened —
-a span tree per rollout (names, key attributes, rewards) and the training samples an
-adapter would make from it. The quickest way to see whether an agent is wired up right
+a span tree per rollout (names, key attributes, rewards) and the training samples the
+algorithm's adapter makes from it (by default the RL adapter: what GRPO trains on). The quickest way to see whether an agent is wired up right
 before spending compute on it.
 """
 
@@ -19,7 +19,7 @@ from rich.tree import Tree
 from agentbolt import semconv
 from agentbolt.types import Rollout, Span
 
-__all__ = ["DevRollout", "span_tree", "training_samples", "render_dev_rollout"]
+__all__ = ["DevRollout", "preview_adapter", "render_dev_rollout", "span_tree", "training_samples"]
 
 _HIDDEN_PREFIXES = ("agentbolt.rollout_id", "agentbolt.attempt_id", "agentbolt.sequence_id", "agentbolt.llm.", "otel.")
 _PREVIEW = 100
@@ -35,6 +35,11 @@ class DevRollout:
     samples: list[Any] | None = None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def output(self) -> Any:
+        """What the agent returned when it was not a reward (its answer); None if nothing."""
+        return semconv.output_of(self.spans)[1]
 
 
 def _preview(value: Any, limit: int = _PREVIEW) -> str:
@@ -131,27 +136,44 @@ def span_tree(spans: Sequence[Span], title: str = "spans") -> Tree:
     return tree
 
 
-def training_samples(spans: list[Span]) -> tuple[list[Any] | None, str | None]:
-    """Samples the triplet adapter makes from ``spans``, or (None, why not)."""
+def preview_adapter(algorithm: Any) -> Any:
+    """The adapter whose samples ``Trainer.dev`` shows: the algorithm's own ``adapter``
+    (GRPO's :class:`~agentbolt.adapters.SampleAdapter` with its ``agent_match``, SFT's
+    chat records) when it has one, else None (the RL adapter, see :func:`training_samples`)."""
+    adapter = getattr(algorithm, "adapter", None)
+    return adapter if callable(adapter) else None
+
+
+def training_samples(spans: list[Span], adapter: Any = None) -> tuple[list[Any] | None, str | None]:
+    """What ``adapter`` makes of ``spans`` — by default the RL adapter
+    (:class:`~agentbolt.adapters.SampleAdapter`), so the samples shown are those GRPO
+    trains on — or (None, why not)."""
+    from agentbolt.adapters import MissingTokenIdsError, SampleAdapter
+
+    adapter = adapter if adapter is not None else SampleAdapter()
     try:
-        from agentbolt.adapters import TripletAdapter  # type: ignore[attr-defined]
-    except ImportError:
-        return None, "the triplet adapter is not available in this installation (agentbolt.adapters)"
-    try:
-        adapter = TripletAdapter()
-        convert = getattr(adapter, "adapt", None) or adapter
-        return list(convert(spans)), None
-    except Exception as exc:
-        return None, f"the triplet adapter failed on these spans: {type(exc).__name__}: {exc}"
+        return list(adapter(spans)), None
+    except MissingTokenIdsError as exc:
+        return None, f"none for RL: {exc}"
+    except Exception as exc:  # noqa: BLE001 — dev shows why there are no samples instead of failing
+        return None, f"{type(adapter).__name__} failed on these spans: {type(exc).__name__}: {exc}"
 
 
 def _sample_view(sample: Any) -> Text:
-    data = sample.model_dump() if hasattr(sample, "model_dump") else getattr(sample, "__dict__", sample)
+    if hasattr(sample, "as_dict"):
+        data = sample.as_dict()
+    elif hasattr(sample, "model_dump"):
+        data = sample.model_dump()
+    else:
+        data = sample if isinstance(sample, dict) else getattr(sample, "__dict__", sample)
     if not isinstance(data, dict):
         return Text(_preview(data, 200))
     text = Text()
     for key, value in data.items():
-        if isinstance(value, list) and value and all(isinstance(v, (int, float)) for v in value):
+        if key == "calls" and isinstance(value, list):
+            shown = ", ".join(f"{c.get('agent_name') or '(unnamed)'} {'trained' if c.get('trained') else 'context'} "
+                              f"{c.get('length')} tokens" for c in value if isinstance(c, dict))
+        elif isinstance(value, list) and value and all(isinstance(v, (int, float)) for v in value):
             shown = f"[{len(value)} numbers] {_preview(value, 60)}"
         else:
             shown = _preview(value, 100)
@@ -170,6 +192,12 @@ def render_dev_rollout(index: int, dev: DevRollout) -> RenderableType:
     parts: list[RenderableType] = [header]
     if dev.error:
         parts.append(Text(f"error: {dev.error}", style="red"))
+    found, output = semconv.output_of(dev.spans)
+    if found:
+        line = Text()
+        line.append("output: ", style="bold")
+        line.append(_preview(output, 500))
+        parts.append(line)
     parts.append(span_tree(dev.spans, title=f"trace ({len(dev.spans)} spans, attempt {r.attempt_count})"))
     if dev.samples is None:
         parts.append(Text(f"training samples: {dev.notes[-1] if dev.notes else 'not available'}", style="yellow"))

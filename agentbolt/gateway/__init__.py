@@ -26,6 +26,7 @@ from agentbolt.gateway.engine import Engine, EngineError
 from agentbolt.gateway.engine_app import engine_app
 from agentbolt.gateway.gateway import Gateway, GatewayPausedError, rollout_base_url
 from agentbolt.gateway.http_engines import OpenAIEngine, VLLMEngine
+from agentbolt.gateway.policies import PolicyEngines
 from agentbolt.gateway.spec import EngineSpec, GatewaySpec
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "GatewaySpec",
     "LocalGatewayControl",
     "OpenAIEngine",
+    "PolicyEngines",
     "RemoteGateway",
     "VLLMEngine",
     "engine_app",

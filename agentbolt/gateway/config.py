@@ -17,7 +17,9 @@ class GatewayConfig(BaseModel):
 
     ``sampling`` maps a rollout mode (``train``, ``val``, ``test``) to request fields the
     gateway forces on every call of such a rollout, whatever the agent sent, e.g.
-    ``{"train": {"temperature": 1.0}, "val": {"temperature": 0.0}}``.
+    ``{"train": {"temperature": 1.0, "top_k": None}, "val": {"temperature": 0.0}}``;
+    a ``None`` value removes the field from the call (GRPO strips every setting that would
+    make the sampled distribution differ from the one the engine reports logprobs of).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -29,6 +31,11 @@ class GatewayConfig(BaseModel):
     logprobs: bool = Field(default=True, description="Ask the engine for chosen-token logprobs.")
     return_token_ids: bool = Field(
         default=True, description="Send return_token_ids: true to engines that return token ids."
+    )
+    token_chat: bool = Field(
+        default=True,
+        description="For engines with a tokenizer (the local engine): render chats and parse tool calls in the "
+        "gateway and send token ids, reusing the attempt's earlier prompt and sampled ids (token-exact history).",
     )
     retry_after: int = Field(default=1, ge=0, description="Retry-After (s) sent with 429 while paused.")
     pause_hold_s: float = Field(

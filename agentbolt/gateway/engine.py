@@ -58,6 +58,15 @@ class Engine(abc.ABC):
     returns_token_ids: bool = False
     #: whether :meth:`update_weights` can load new weights into this engine
     supports_weight_updates: bool = False
+    #: the :meth:`update_weights` arguments it takes: ``state_dict`` / ``lora`` (tensors),
+    #: ``lora_path`` (a peft adapter directory it reads)
+    weight_formats: tuple[str, ...] = ()
+    #: the policy's tokenizer, for engines whose completions route takes token ids: the
+    #: gateway then renders chats itself (tools included), parses tool calls and builds
+    #: prompts from the attempt's earlier token ids (:mod:`agentbolt.gateway.token_chat`)
+    tokenizer: Any = None
+    #: the tool-call parser's name (:data:`agentbolt.gateway.tools.PARSERS`); None: from the chat template
+    tool_parser: str | None = None
 
     @property
     def n_replicas(self) -> int:

@@ -13,6 +13,7 @@ The HTTP side (routes, auth, SSE framing) is in :mod:`agentbolt.gateway.routes`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -22,8 +23,12 @@ from typing import Any, Literal
 
 from agentbolt.gateway.config import GatewayConfig
 from agentbolt.gateway.engine import Engine, EngineError
+from agentbolt.gateway.history import AttemptHistory
+from agentbolt.gateway.origin import CallOrigin
 from agentbolt.gateway.recording import CallRecord, SpanRecorder
-from agentbolt.gateway.streaming import SSE_DONE, StreamAssembler, sse_event
+from agentbolt.gateway.responses.log import ResponseLog
+from agentbolt.gateway.streaming import StreamAssembler, sse_stream
+from agentbolt.gateway.token_chat import TokenChat
 from agentbolt.store.base import Store
 
 __all__ = ["CallKind", "Gateway", "GatewayPausedError", "rollout_base_url"]
@@ -75,11 +80,19 @@ class Gateway:
         self._idle: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.calls = 0
+        #: the attempts' finished calls, for token-exact prompts (:mod:`.history`)
+        self.history = AttemptHistory(max_attempts=self.config.mode_cache_size)
+        self.token_chat: TokenChat | None = None
+        #: the attempts' Responses API conversations, for ``previous_response_id``
+        self.responses = ResponseLog(limit=self.config.mode_cache_size)
+        if self.config.token_chat and getattr(engine, "tokenizer", None) is not None:
+            self.token_chat = TokenChat(engine, engine.tokenizer, engine.tool_parser, self.history)
 
     # ------------------------------------------------------------------ lifecycle
     def bind(self, store: Store) -> None:
-        """Record spans into ``store`` (and read rollout modes from it)."""
-        if self._store is not None and self._store is not store:
+        """Record spans into ``store`` (and read rollout modes from it). A closed gateway
+        may be bound again (the next trainer's store object, for the same engine)."""
+        if self._store is not None and self._store is not store and self._recorder is not None:
             raise RuntimeError("this gateway already records into another store: make one gateway per server")
         self._store = store
 
@@ -105,9 +118,12 @@ class Gateway:
         self.recorder.start()
 
     async def close(self) -> None:
-        """Store every pending span, then close the engine."""
+        """Store every pending span, then close the engine. The gateway can be started
+        again, in another event loop (one Gateway given to two trainers in turn)."""
         if self._recorder is not None:
             await self._recorder.close()
+            self._recorder = None  # its events belong to this loop
+        self._idle = None
         await self.engine.close()
 
     async def flush(self) -> None:
@@ -151,6 +167,10 @@ class Gateway:
             "replicas": self.engine.n_replicas,
             "policy_version": self.engine.policy_version,
             "pending_spans": self._recorder.pending if self._recorder is not None else 0,
+            "prompts": self.history.stats.as_dict(),
+            "weight_formats": list(self.engine.weight_formats),
+            "dtype": _str_or_none(getattr(self.engine, "dtype", None)),
+            "device": _str_or_none(getattr(self.engine, "device", None)),
         }
 
     def _idle_event(self) -> asyncio.Event:
@@ -202,10 +222,14 @@ class Gateway:
         return replica
 
     def prepare(self, kind: CallKind, body: dict[str, Any], mode: str, *, stream: bool) -> dict[str, Any]:
-        """The body sent to the engine: the agent's, with the mode's sampling forced and
-        token ids / logprobs / usage asked for."""
+        """The body sent to the engine: the agent's, with the mode's sampling forced (a
+        ``None`` value removes the field) and token ids / logprobs / usage asked for."""
         out = dict(body)
-        out.update(self.config.sampling.get(mode, ()))
+        for key, value in self.config.sampling.get(mode, {}).items():
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = value
         if self.config.logprobs:
             if kind == "chat":
                 out["logprobs"] = True
@@ -224,7 +248,8 @@ class Gateway:
 
     # ------------------------------------------------------------------ calls
     def _begin(
-        self, kind: CallKind, body: dict[str, Any], mode: str, rollout_id: str, attempt_id: str, *, stream: bool
+        self, kind: CallKind, body: dict[str, Any], mode: str, rollout_id: str, attempt_id: str, *, stream: bool,
+        origin: CallOrigin | None = None,
     ) -> _Call:
         return _Call(
             rollout_id=rollout_id,
@@ -233,6 +258,7 @@ class Gateway:
             replica=self.replica_for(rollout_id),
             version=self.engine.policy_version,
             streamed=stream,
+            origin=origin,
         )
 
     async def _backoff_or_raise(self, call: _Call, err: EngineError) -> None:
@@ -243,14 +269,18 @@ class Gateway:
         await asyncio.sleep(self.config.retry_backoff * 2**call.retries)
         call.retries += 1
 
-    async def complete(self, kind: CallKind, body: dict[str, Any], rollout_id: str, attempt_id: str) -> dict[str, Any]:
+    async def complete(self, kind: CallKind, body: dict[str, Any], rollout_id: str, attempt_id: str,
+                       origin: CallOrigin | None = None, attributes: dict[str, Any] | None = None) -> dict[str, Any]:
         """Answer a non-streaming call for an attempt; raises :class:`EngineError`
-        (after retries) or :class:`GatewayPausedError`."""
+        (after retries) or :class:`GatewayPausedError`. ``origin``: the agent that made
+        the call and its span (:mod:`.origin`), recorded on the call's span, as are
+        ``attributes``."""
         mode = await self.mode_of(rollout_id)
         await self._admit()
         try:
-            call = self._begin(kind, body, mode, rollout_id, attempt_id, stream=False)
-            send = self.engine.chat_completions if kind == "chat" else self.engine.completions
+            call = self._begin(kind, body, mode, rollout_id, attempt_id, stream=False, origin=origin)
+            call.attributes.update(attributes or {})
+            send = self._sender(kind, call)
             while True:
                 try:
                     async with asyncio.timeout(self.config.request_timeout):
@@ -266,17 +296,33 @@ class Gateway:
             self._exit()
 
     async def open_stream(
-        self, kind: CallKind, body: dict[str, Any], rollout_id: str, attempt_id: str
+        self, kind: CallKind, body: dict[str, Any], rollout_id: str, attempt_id: str, origin: CallOrigin | None = None
     ) -> AsyncIterator[bytes]:
         """Start a streaming call: returns once the engine sent its first chunk (so an
         error before that still gets a proper status), then yields SSE bytes."""
+        chunks = await self.open_chunks(kind, body, rollout_id, attempt_id, origin,
+                                        hide_usage="stream_options" not in body)
+        return sse_stream(chunks)
+
+    async def open_chunks(
+        self, kind: CallKind, body: dict[str, Any], rollout_id: str, attempt_id: str,
+        origin: CallOrigin | None = None, attributes: dict[str, Any] | None = None, *, hide_usage: bool = False,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """:meth:`open_stream`, yielding the chunks as dicts (an engine error after the
+        first chunk comes as a last ``{"error": ...}`` item); for APIs the gateway
+        translates (the Responses API). ``attributes`` go on the call's span."""
         mode = await self.mode_of(rollout_id)
         await self._admit()
         try:
-            call = self._begin(kind, body, mode, rollout_id, attempt_id, stream=True)
-            start = self.engine.stream_chat_completions if kind == "chat" else self.engine.stream_completions
+            call = self._begin(kind, body, mode, rollout_id, attempt_id, stream=True, origin=origin)
+            call.attributes.update(attributes or {})
+            start = self._sender(kind, call, stream=True)
             while True:
-                chunks = start(call.request, replica=call.replica)
+                try:
+                    chunks = start(call.request, replica=call.replica)
+                except EngineError as exc:  # a request refused before any chunk (e.g. a bad tool_choice)
+                    await self._backoff_or_raise(call, exc)
+                    continue
                 try:
                     async with asyncio.timeout(self.config.request_timeout):
                         first = await anext(chunks)
@@ -291,19 +337,19 @@ class Gateway:
         except BaseException:
             self._exit()
             raise
-        return self._relay(call, first, chunks, hide_usage="stream_options" not in body)
+        return self._relay(call, first, chunks, hide_usage=hide_usage)
 
     async def _relay(
         self, call: _Call, first: dict[str, Any] | None, chunks: AsyncIterator[dict[str, Any]], *, hide_usage: bool
-    ) -> AsyncIterator[bytes]:
-        """SSE bytes for the agent, chunk by chunk; the reassembled answer is recorded."""
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The chunks for the agent, one by one; the reassembled answer is recorded."""
         assembler = StreamAssembler()
         status, error = 200, None
         try:
             if first is not None:
                 assembler.add(first)
                 if not (hide_usage and _usage_only(first)):
-                    yield sse_event(first)
+                    yield first
                 while True:
                     try:
                         async with asyncio.timeout(self.config.request_timeout):
@@ -312,12 +358,11 @@ class Gateway:
                         break
                     assembler.add(chunk)
                     if not (hide_usage and _usage_only(chunk)):
-                        yield sse_event(chunk)
-            yield SSE_DONE
+                        yield chunk
         except (EngineError, TimeoutError) as exc:
             err = exc if isinstance(exc, EngineError) else _timeout_error(self.config.request_timeout)
             status, error = err.status_code, err.message
-            yield sse_event(err.body)
+            yield err.body
         except BaseException as exc:  # the agent went away (or we are shutting down)
             status, error = 499, f"stream interrupted: {type(exc).__name__}"
             raise
@@ -325,6 +370,17 @@ class Gateway:
             await _aclose(chunks)
             self._record(call, assembler.result(), status, error)
             self._exit()
+
+    def _sender(self, kind: CallKind, call: _Call, *, stream: bool = False) -> Callable[..., Any]:
+        """What answers a call: the engine, or for chat on an engine with a tokenizer, the
+        gateway's own templating over its token-id completions (:mod:`.token_chat`)."""
+        e, chat = self.engine, self.token_chat
+        if kind != "chat":
+            return e.stream_completions if stream else e.completions
+        if chat is None:
+            return e.stream_chat_completions if stream else e.chat_completions
+        return functools.partial(chat.stream if stream else chat.complete,
+                                 attempt=(call.rollout_id, call.attempt_id), notes=call.attributes)
 
     async def models(self) -> dict[str, Any]:
         return await self.engine.models()
@@ -350,6 +406,8 @@ class Gateway:
                 streamed=call.streamed,
                 retries=call.retries,
                 error=error,
+                origin=call.origin,
+                attributes=call.attributes,
             )
         )
 
@@ -364,9 +422,15 @@ class _Call:
     replica: int
     version: int | None
     streamed: bool
+    origin: CallOrigin | None = None
     retries: int = 0
+    attributes: dict[str, Any] = field(default_factory=dict)
     wall0: float = field(default_factory=time.time)
     t0: float = field(default_factory=time.perf_counter)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _remember(cache: dict[str, Any], key: str, value: Any, limit: int) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -28,7 +29,9 @@ try:
 except ImportError:  # pragma: no cover - a core dependency; checked when an engine starts
     aiohttp = None  # type: ignore[assignment]
 
+from agentbolt.gateway.chat_template import load_tokenizer
 from agentbolt.gateway.engine import Engine, EngineError
+from agentbolt.gateway.served_names import ServedNames
 from agentbolt.gateway.streaming import iter_sse_data
 
 __all__ = ["OpenAIEngine", "VLLMEngine"]
@@ -194,19 +197,33 @@ class VLLMEngine(OpenAIEngine):
     ``lora_name`` prefixes the adapter names (``<lora_name>-v<version>``).
     Weights loaded by other means: call :meth:`set_policy_version` so spans record the
     version that answered.
+
+    ``tokenizer`` (the served model's tokenizer, or its directory / Hub name): the gateway
+    then renders chat calls with it, sends the prompt token ids to vLLM's
+    ``/v1/completions``, parses tool calls with ``tool_parser`` (default: read from the chat
+    template) and builds each prompt from the attempt's earlier token ids. Without it,
+    chat calls go to vLLM's ``/v1/chat/completions`` as sent (vLLM templates and parses).
     """
 
     name = "vllm"
     returns_token_ids = True
     supports_weight_updates = True
+    weight_formats = ("lora_path",)
 
     def __init__(self, base_url: str | Sequence[str], *, policy_version: int | None = None,
-                 lora_name: str = "agentbolt-lora", **kw: Any) -> None:
+                 lora_name: str = "agentbolt-lora", tokenizer: Any = None, tool_parser: str | None = None,
+                 **kw: Any) -> None:
         super().__init__(base_url, **kw)
+        # with the policy's tokenizer the gateway templates chats itself and sends token ids to
+        # /v1/completions (tool calls parsed by agentbolt, token-exact history)
+        self.tokenizer = load_tokenizer(tokenizer) if tokenizer is not None else None
+        self.tool_parser = tool_parser
         self._policy_version = policy_version
         self.lora_prefix = lora_name
         self._lora: str | None = None
         self._loads = 0
+        self._names: ServedNames | None = None
+        self._names_retry_at = 0.0
 
     @property
     def policy_version(self) -> int | None:
@@ -222,6 +239,55 @@ class VLLMEngine(OpenAIEngine):
 
     def _served_model(self) -> str | None:
         return self._lora if self._lora is not None else self.model
+
+    # An engine built without model= serves agents that name any model ("policy", the
+    # default of gateway_llm(), or a hard-coded "gpt-4o"): a name vLLM does not serve is
+    # sent for the server's own base model, learnt once from /v1/models.
+    def _body(self, body: dict[str, Any]) -> bytes:
+        names = self._names
+        if self._lora is None and self.model is None and names is not None:
+            body = names.route(body)
+        return super()._body(body)
+
+    async def _learn_names(self) -> None:
+        """Read ``/v1/models`` once; if it cannot be read, pass names through and ask
+        again after 30 s (a server still starting), with a warning the first time."""
+        if self.model is not None or self._names is not None:
+            return
+        now = time.monotonic()
+        if now < self._names_retry_at:
+            return
+        try:
+            self._names = ServedNames.of(await self.models())
+        except (EngineError, ValueError) as exc:
+            if self._names_retry_at == 0.0:
+                logger.warning("could not read the models %s serves (%s): model names are passed through as "
+                               "the agent sends them; give the engine model=<served name> to fix one",
+                               self.base_urls[0], exc)
+            self._names_retry_at = now + 30.0
+            return
+        logger.info("vLLM at %s serves %s; calls for other model names go to %r", self.base_urls[0],
+                    sorted(self._names.names), self._names.base)
+
+    async def chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
+        await self._learn_names()
+        return await super().chat_completions(body, replica=replica)
+
+    async def completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
+        await self._learn_names()
+        return await super().completions(body, replica=replica)
+
+    async def stream_chat_completions(self, body: dict[str, Any], *, replica: int = 0,
+                                      ) -> AsyncIterator[dict[str, Any]]:  # type: ignore[override]
+        await self._learn_names()
+        async for chunk in super().stream_chat_completions(body, replica=replica):
+            yield chunk
+
+    async def stream_completions(self, body: dict[str, Any], *, replica: int = 0,
+                                 ) -> AsyncIterator[dict[str, Any]]:  # type: ignore[override]
+        await self._learn_names()
+        async for chunk in super().stream_completions(body, replica=replica):
+            yield chunk
 
     async def update_weights(
         self,

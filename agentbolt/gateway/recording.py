@@ -21,9 +21,10 @@ from typing import Any
 
 import orjson
 
+from agentbolt.gateway.origin import CallOrigin
 from agentbolt.store.base import Store
 from agentbolt.tracing.genai import normalise_model_call
-from agentbolt.tracing.names import LLM_POLICY_VERSION
+from agentbolt.tracing.names import AGENT_NAME, LLM_POLICY_VERSION
 from agentbolt.types import Span, SpanEvent, SpanStatus
 
 __all__ = [
@@ -70,6 +71,10 @@ class CallRecord:
     retries: int = 0
     error: str | None = None
     span_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    origin: CallOrigin | None = None
+    """The agent that made the call and the caller's span (:mod:`.origin`)."""
+    attributes: dict[str, Any] = field(default_factory=dict)
+    """More span attributes (e.g. how the prompt was built, the Responses API's ids)."""
 
 
 def build_span(record: CallRecord) -> Span:
@@ -98,6 +103,10 @@ def build_span(record: CallRecord) -> Span:
     attrs[STREAMED] = record.streamed
     if record.retries:
         attrs[RETRIES] = record.retries
+    attrs.update(record.attributes)
+    origin = record.origin or CallOrigin()
+    if origin.agent_name:
+        attrs[AGENT_NAME] = origin.agent_name
     events: list[SpanEvent] = []
     status = SpanStatus.OK
     if record.error is not None:
@@ -109,10 +118,12 @@ def build_span(record: CallRecord) -> Span:
                 attributes={"exception.type": "EngineError", "exception.message": record.error},
             )
         )
+    linked = {"trace_id": origin.trace_id, "parent_id": origin.parent_span_id} if origin.trace_id else {}
     return Span(
         rollout_id=record.rollout_id,
         attempt_id=record.attempt_id,
         span_id=record.span_id,
+        **linked,
         name=call.name,
         kind="client",
         status=status,

@@ -1,10 +1,13 @@
 """The gateway's HTTP face inside the server app.
 
 * ``POST /rollout/{rollout_id}/attempt/{attempt_id}/v1/chat/completions`` (and
-  ``.../v1/completions``, ``GET .../v1/models``): what an unmodified program calls with
+  ``.../v1/completions``, ``.../v1/responses`` — the Responses API, translated to a chat
+  call by :mod:`agentbolt.gateway.responses` —, ``GET .../v1/models``): what an unmodified program calls with
   ``OPENAI_BASE_URL`` set to :func:`~agentbolt.gateway.rollout_base_url`.
 * the same under plain ``/v1/...`` with ``X-Agentbolt-Rollout-Id`` /
   ``X-Agentbolt-Attempt-Id`` headers (or neither, with a scoped token: its attempt).
+  Any of them may name the calling agent (``X-Agentbolt-Agent`` header or a
+  ``<model>#<agent>`` model name) and its span (``traceparent``): :mod:`.origin`.
 * ``POST /v1/gateway/pause`` (``?drain=true`` waits for in-flight calls),
   ``POST /v1/gateway/resume``, ``GET /v1/gateway/status``: admin only.
 * ``POST /v1/gateway/weights``: admin only; pause, drain, load new weights into the
@@ -34,6 +37,8 @@ from starlette.responses import Response, StreamingResponse
 from agentbolt.gateway.control import WEIGHTS_ROUTE, LocalGatewayControl
 from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.gateway import CallKind, Gateway, GatewayPausedError
+from agentbolt.gateway.origin import origin_of
+from agentbolt.gateway.responses import create_response
 from agentbolt.server.auth import principal_of
 from agentbolt.store.errors import StoreError
 
@@ -99,7 +104,8 @@ _MISSING = (
 )
 
 
-async def _proxy(request: Request, kind: CallKind, rollout_id: str | None, attempt_id: str | None) -> Response:
+async def _proxy(request: Request, kind: CallKind | Literal["responses"], rollout_id: str | None,
+                 attempt_id: str | None) -> Response:
     gateway = gateway_of(request)
     try:
         rid, aid = _attempt_of(request, rollout_id, attempt_id)
@@ -113,11 +119,17 @@ async def _proxy(request: Request, kind: CallKind, rollout_id: str | None, attem
         return _openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
     if not isinstance(body, dict):
         return _openai_error(400, "the request body must be a JSON object", "invalid_request_error")
+    origin, body = origin_of(request.headers, body)
     try:
+        if kind == "responses":  # translated to a chat call (agentbolt.gateway.responses)
+            answer = await create_response(gateway, body, rid, aid, origin)
+            if isinstance(answer, dict):
+                return Response(orjson.dumps(answer), media_type="application/json")
+            return StreamingResponse(answer, media_type="text/event-stream", headers=_SSE_HEADERS)
         if body.get("stream"):
-            chunks = await gateway.open_stream(kind, body, rid, aid)
+            chunks = await gateway.open_stream(kind, body, rid, aid, origin)
             return StreamingResponse(chunks, media_type="text/event-stream", headers=_SSE_HEADERS)
-        response = await gateway.complete(kind, body, rid, aid)
+        response = await gateway.complete(kind, body, rid, aid, origin)
     except (EngineError, GatewayPausedError, StoreError) as exc:
         return _error_response(exc)
     return Response(orjson.dumps(response), media_type="application/json")
@@ -146,6 +158,11 @@ async def rollout_completions(request: Request, rollout_id: str, attempt_id: str
     return await _proxy(request, "completions", rollout_id, attempt_id)
 
 
+@gateway_router.post(_prefix + "/responses", summary="Responses API call for one rollout attempt (OpenAI API)")
+async def rollout_responses(request: Request, rollout_id: str, attempt_id: str) -> Response:
+    return await _proxy(request, "responses", rollout_id, attempt_id)
+
+
 @gateway_router.get(_prefix + "/models", summary="Models served by the gateway's engine (OpenAI API)")
 async def rollout_models(request: Request, rollout_id: str, attempt_id: str) -> Response:
     return await _models(request, rollout_id, attempt_id)
@@ -159,6 +176,11 @@ async def chat(request: Request) -> Response:
 @gateway_router.post("/v1/completions", summary="Text completion; attempt from headers or scoped token")
 async def completions(request: Request) -> Response:
     return await _proxy(request, "completions", None, None)
+
+
+@gateway_router.post("/v1/responses", summary="Responses API call; attempt from headers or scoped token")
+async def responses(request: Request) -> Response:
+    return await _proxy(request, "responses", None, None)
 
 
 @gateway_router.get("/v1/models", summary="Models served by the gateway's engine")

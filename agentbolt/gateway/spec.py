@@ -47,8 +47,13 @@ class EngineSpec(BaseModel):
     * ``kind="transformers"`` — agentbolt's in-process engine over the Hugging Face model
       directory ``path`` (or ``"smollm2"``: the offline SmolLM2-135M-Instruct), with
       ``max_batch_size``, ``batch_window_ms``, ``num_threads``, ``device`` (``"cpu"``,
-      ``"cuda"``) and ``max_tokens`` (when a request sets none). Needs torch and
+      ``"cuda"``), ``dtype`` (of the served weights; a trainer in another dtype recomputes
+      π_old) and ``max_tokens`` (when a request sets none). Needs torch and
       transformers (``pip install 'agentbolt[torch]'``).
+    * ``tool_parser``: how the model writes tool calls (``hermes``, ``llama3_json``,
+      ``xlam``; default: read from the chat template). ``tokenizer`` (vLLM only): the
+      served model's tokenizer directory or Hub name — the gateway then templates chats
+      itself and sends token ids to vLLM's completions route (token-exact history).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -63,7 +68,10 @@ class EngineSpec(BaseModel):
     batch_window_ms: float = Field(default=5.0, ge=0)
     num_threads: int | None = Field(default=None, ge=1)
     device: str = "cpu"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     max_tokens: int = Field(default=512, ge=1)
+    tokenizer: str | None = None
+    tool_parser: str | None = None
 
     @model_validator(mode="after")
     def _complete(self) -> EngineSpec:
@@ -75,6 +83,11 @@ class EngineSpec(BaseModel):
                 )
             if self.path is not None:
                 raise ValueError(f"path is for the transformers engine; a {self.kind} engine takes url= (and model=)")
+            if self.kind == "openai" and (self.tokenizer or self.tool_parser):
+                raise ValueError("an openai engine answers chat itself: tokenizer= and tool_parser= are for the "
+                                 "vllm and transformers engines")
+        elif self.tokenizer is not None:
+            raise ValueError("tokenizer= is for the vllm engine; the transformers engine uses its model's own")
         elif not self.path:
             raise ValueError(
                 "the transformers engine needs a model: path='/dir/of/a/hf/model' or path='smollm2' "
@@ -91,9 +104,11 @@ class EngineSpec(BaseModel):
         if self.kind in ("openai", "vllm"):
             from agentbolt.gateway.http_engines import OpenAIEngine, VLLMEngine
 
-            cls = VLLMEngine if self.kind == "vllm" else OpenAIEngine
             assert self.url is not None
-            return cls(self.url, api_key=self.api_key, model=self.model, timeout=self.timeout)
+            if self.kind == "vllm":
+                return VLLMEngine(self.url, api_key=self.api_key, model=self.model, timeout=self.timeout,
+                                  tokenizer=self.tokenizer, tool_parser=self.tool_parser)
+            return OpenAIEngine(self.url, api_key=self.api_key, model=self.model, timeout=self.timeout)
         return self._transformers()
 
     def _transformers(self) -> Engine:
@@ -106,6 +121,8 @@ class EngineSpec(BaseModel):
                 "(the CPU build: `pip install torch --index-url https://download.pytorch.org/whl/cpu`) and "
                 "`pip install 'agentbolt[torch]'`; or use an engine server instead (kind='vllm' or 'openai' with a url)"
             )
+        import torch
+
         from agentbolt.gateway.transformers_engine import TransformersEngine
 
         assert self.path is not None
@@ -124,7 +141,9 @@ class EngineSpec(BaseModel):
                 batch_window_ms=self.batch_window_ms,
                 num_threads=self.num_threads,
                 device=self.device,
+                dtype=getattr(torch, self.dtype),
                 default_max_tokens=self.max_tokens,
+                tool_parser=self.tool_parser,
                 **kwargs,
             )
         except OSError as err:  # what transformers raises for a missing or incomplete model

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["SSE_DONE", "StreamAssembler", "iter_sse_data", "sse_event"]
+__all__ = ["SSE_DONE", "StreamAssembler", "iter_sse_data", "sse_event", "sse_stream"]
 
 SSE_DONE = b"data: [DONE]\n\n"
 
@@ -20,6 +20,22 @@ SSE_DONE = b"data: [DONE]\n\n"
 def sse_event(payload: dict[str, Any]) -> bytes:
     """One ``data:`` event carrying ``payload`` as JSON."""
     return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+async def sse_stream(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    """SSE framing of a chat/completions stream: ``data:`` events, then ``[DONE]`` unless
+    the last item was an error body (``{"error": ...}``)."""
+    failed = False
+    try:
+        async for chunk in chunks:
+            failed = "error" in chunk and "choices" not in chunk
+            yield sse_event(chunk)
+        if not failed:
+            yield SSE_DONE
+    finally:
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
 
 
 async def iter_sse_data(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:

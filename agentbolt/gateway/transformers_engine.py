@@ -10,8 +10,10 @@ OpenAI API shapes, with token ids and logprobs, dynamic batching and weight hot-
 * Logprobs (when asked: ``logprobs: true`` for chat, ``logprobs: k`` for completions) are
   the RAW model distribution: log-softmax of the logits at temperature 1, before top-p —
   like vLLM's default. The token is drawn from the tempered, top-p-filtered distribution.
-* One choice per request (``n=1``); tool-call parsing is out of scope (``tools`` are passed
-  to the chat template, the model's text comes back as ``content``).
+* One choice per request (``n=1``). Chat calls are answered through the completions path
+  on token ids (:class:`~agentbolt.gateway.token_chat.TokenChat`): ``tools`` and
+  ``tool_choice`` go into the chat template, the output is parsed into ``tool_calls`` by
+  the ``tool_parser`` (default: read from the template; see :mod:`agentbolt.gateway.tools`).
 * ``seed`` makes a request reproducible (its own RNG). Batched rows can differ from a lone
   run in the last float bits, so exact replay holds for the same batch composition.
 * Runs on CPU (the default, uses torch's thread count or ``num_threads``; on a CPU shared
@@ -52,6 +54,7 @@ from agentbolt.gateway.local.weights import (
     lora_from,
     read_lora_dir,
 )
+from agentbolt.gateway.token_chat import TokenChat
 
 __all__ = ["TransformersEngine"]
 
@@ -59,24 +62,6 @@ __all__ = ["TransformersEngine"]
 def _bad(message: str, param: str | None = None) -> EngineError:
     return EngineError(400, message, {"error": {"message": message, "type": "invalid_request_error",
                                                 "param": param, "code": None}})
-
-
-def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, dict):
-                raise _bad(f"the transformers engine accepts text content parts only, got {part.get('type')!r}", "messages")
-            else:
-                parts.append(str(part))
-        return "".join(parts)
-    return str(content)
 
 
 class TransformersEngine(Engine):
@@ -90,20 +75,20 @@ class TransformersEngine(Engine):
     name = "transformers"
     returns_token_ids = True
     supports_weight_updates = True
+    weight_formats = ("state_dict", "lora", "lora_path")
 
     def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 8, batch_window_ms: float = 5,
                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
                  model_name: str | None = None, default_max_tokens: int = 512,
-                 num_threads: int | None = None) -> None:
+                 num_threads: int | None = None, tool_parser: str | None = None) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
         self.device = torch.device(device)
         self.model = model.to(device=self.device, dtype=dtype) if dtype is not None else model.to(self.device)
         self.model.eval()
         self.tokenizer = tokenizer
-        if not getattr(tokenizer, "chat_template", None):
-            raise ValueError("the tokenizer has no chat template; set tokenizer.chat_template "
-                             "(e.g. agentbolt.models.CHATML_TEMPLATE) before serving chat completions")
+        self.chat = TokenChat(self, tokenizer, tool_parser)  # raises for a tokenizer without a chat template
+        self.tool_parser = self.chat.template.parser_name
         self.model_name = model_name or getattr(model.config, "_name_or_path", None) or "local-model"
         self.default_max_tokens = default_max_tokens
         self.max_model_len = int(getattr(model.config, "max_position_embeddings", 2048))
@@ -187,27 +172,22 @@ class TransformersEngine(Engine):
 
         return await asyncio.wrap_future(self._scheduler.swap(apply, version))
 
+    def rebase_adapters(self) -> None:
+        """Make the weights served now the base of the next LoRA adapter (the current one
+        stays merged in). Call it when a trainer copies the served model to put a fresh
+        adapter on it, so that adapter is served on top of what the trainer copied. Nothing
+        served changes, so the policy version stays."""
+        self._lora.rebase()
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the served weights (a trainer on another dtype recomputes π_old)."""
+        return next(self.model.parameters()).dtype
+
     # ---- prompts ---------------------------------------------------------------------------
     def chat_prompt_ids(self, body: dict[str, Any]) -> list[int]:
-        """The prompt token ids of a chat body, via the tokenizer's chat template."""
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise _bad("'messages' must be a non-empty list", "messages")
-        clean = []
-        for m in messages:
-            if not isinstance(m, dict) or "role" not in m:
-                raise _bad("each message needs a 'role'", "messages")
-            clean.append({**m, "content": _text_of(m.get("content"))})
-        kwargs: dict[str, Any] = {"add_generation_prompt": True, "tokenize": True, "return_dict": False}
-        if body.get("tools"):
-            kwargs["tools"] = body["tools"]
-        try:
-            ids = self.tokenizer.apply_chat_template(clean, **kwargs)
-        except Exception as exc:
-            raise _bad(f"the model's chat template rejected these messages: {exc}", "messages") from exc
-        if isinstance(ids, Mapping):
-            ids = ids["input_ids"]
-        return [int(t) for t in ids]
+        """The prompt token ids of a chat body, via the chat template (tools included)."""
+        return self.chat.template.prompt_ids(body, self.chat.template.tool_mode(body))
 
     def completion_prompt_ids(self, body: dict[str, Any]) -> list[int]:
         prompt = body.get("prompt")
@@ -249,68 +229,15 @@ class TransformersEngine(Engine):
     def _token_text(self, token: int) -> str:
         return self.tokenizer.decode([token])
 
-    def _chat_logprob(self, ev: TokenEvent) -> dict[str, Any]:
-        text = self._token_text(ev.token_id)
-        return {"token": text, "logprob": ev.logprob, "bytes": list(text.encode()),
-                "top_logprobs": [{"token": (t := self._token_text(i)), "logprob": lp, "bytes": list(t.encode())}
-                                 for i, lp in ev.top]}
-
     @staticmethod
     def _usage(prompt: int, completion: int) -> dict[str, int]:
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
-    @staticmethod
-    def _chat_logprobs_wanted(body: dict[str, Any]) -> tuple[bool, int]:
-        want = bool(body.get("logprobs"))
-        k = int(body.get("top_logprobs") or 0) if want else 0
-        if not 0 <= k <= 20:
-            raise _bad("top_logprobs must be between 0 and 20", "top_logprobs")
-        return want, k
-
     async def chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
-        want, k = self._chat_logprobs_wanted(body)
-        req = self._request(self.chat_prompt_ids(body), body, k)
-        text, content, done = [], [], None
-        async for ev in self._events(req):
-            text.append(ev.text)
-            if isinstance(ev, TokenEvent) and want:
-                content.append(self._chat_logprob(ev))
-            if isinstance(ev, DoneEvent):
-                done = ev
-        assert done is not None
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-            "model": self.model_name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text)},
-                         "logprobs": {"content": content} if want else None,
-                         "finish_reason": done.finish_reason, "token_ids": list(req.token_ids)}],
-            "usage": self._usage(len(req.prompt_ids), len(req.token_ids)),
-            "prompt_token_ids": list(req.prompt_ids),
-            "policy_version": done.policy_version,
-        }
+        return await self.chat.complete(body)
 
     def stream_chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> AsyncIterator[dict[str, Any]]:
-        want, k = self._chat_logprobs_wanted(body)
-        req = self._request(self.chat_prompt_ids(body), body, k)
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return self._chat_stream(req, want, include_usage)
-
-    async def _chat_stream(self, req: GenRequest, want: bool, include_usage: bool) -> AsyncIterator[dict[str, Any]]:
-        base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": self.model_name}
-        yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                                    "finish_reason": None}], "prompt_token_ids": list(req.prompt_ids)}
-        async for ev in self._events(req):
-            if isinstance(ev, TokenEvent):
-                yield {**base, "choices": [{"index": 0, "delta": {"content": ev.text},
-                                            "logprobs": {"content": [self._chat_logprob(ev)]} if want else None,
-                                            "finish_reason": None, "token_ids": [ev.token_id]}]}
-            else:
-                yield {**base, "choices": [{"index": 0, "delta": {"content": ev.text} if ev.text else {},
-                                            "logprobs": None, "finish_reason": ev.finish_reason, "token_ids": []}],
-                       "policy_version": ev.policy_version}
-        if include_usage:
-            yield {**base, "choices": [], "usage": self._usage(len(req.prompt_ids), len(req.token_ids))}
+        return self.chat.stream(body)
 
     @staticmethod
     def _completion_logprobs_wanted(body: dict[str, Any]) -> tuple[bool, int]:

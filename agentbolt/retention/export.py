@@ -19,7 +19,9 @@ steps at a time. The folder gets one file per table (see :mod:`.formats`) and, l
 ``samples`` are the training data of each finished rollout's latest attempt, made by the
 adapters from its model calls: ``"chat"`` gives OpenAI chat records
 (:class:`~agentbolt.adapters.MessagesAdapter`), ``"triplets"`` (prompt, response,
-reward) triplets with token ids (:class:`~agentbolt.adapters.TripletAdapter`).
+reward) triplets with token ids (:class:`~agentbolt.adapters.TripletAdapter`), ``"rl"``
+the token-level samples GRPO trains on (:class:`~agentbolt.adapters.SampleAdapter`:
+exact-prefix merged, loss masks, logprobs, policy versions; every agent trained).
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ import orjson
 from pydantic import BaseModel, Field
 
 import agentbolt
-from agentbolt.adapters import MessagesAdapter, TripletAdapter
+from agentbolt.adapters import (
+    MessagesAdapter,
+    MissingTokenIdsError,
+    SampleAdapter,
+    TripletAdapter,
+)
 from agentbolt.retention.errors import OutputDirError
 from agentbolt.retention.formats import (
     ExportFormat,
@@ -55,7 +62,7 @@ __all__ = ["MANIFEST", "ExportManifest", "SampleKind", "export_run"]
 
 log = logging.getLogger("agentbolt.retention")
 
-SampleKind = Literal["chat", "triplets", "none"]
+SampleKind = Literal["chat", "triplets", "rl", "none"]
 MANIFEST = "manifest.json"
 TABLES = ("rollouts", "attempts", "spans", "samples", "metrics")
 
@@ -102,8 +109,8 @@ async def export_run(
     check_format(format)
     if gzip and format != "jsonl":
         raise ValueError("gzip applies to JSONL only (Parquet files are compressed already): drop gzip")
-    if samples not in ("chat", "triplets", "none"):
-        raise ValueError(f"unknown samples kind {samples!r}: use 'chat', 'triplets' or 'none'")
+    if samples not in ("chat", "triplets", "rl", "none"):
+        raise ValueError(f"unknown samples kind {samples!r}: use 'chat', 'triplets', 'rl' or 'none'")
     if not 1 <= page_size <= 1000:
         raise ValueError(f"page_size must be 1..1000, got {page_size}")
     if not 1 <= concurrency <= 64:
@@ -249,6 +256,8 @@ class _Export:
     def _samples(self, rollout: Rollout, spans: list[Span]) -> list[dict[str, Any]]:
         if self.samples == "triplets":
             return [t.model_dump(mode="json") for t in TripletAdapter().adapt(spans)]
+        if self.samples == "rl":
+            return _rl_rows(spans)
         return [
             {
                 "rollout_id": rollout.rollout_id,
@@ -261,6 +270,21 @@ class _Export:
             }
             for i, record in enumerate(MessagesAdapter().adapt(spans))
         ]
+
+
+def _rl_rows(spans: list[Span]) -> list[dict[str, Any]]:
+    """The RL samples of one attempt; none (logged) when its calls have no token ids."""
+    try:
+        samples = SampleAdapter()(spans)
+    except MissingTokenIdsError as exc:
+        log.info("no RL samples for rollout %s: %s", spans[0].rollout_id if spans else "?", exc)
+        return []
+    out = []
+    for i, sample in enumerate(samples):
+        row = sample.as_dict()
+        row.pop("advantage")
+        out.append({"index": i, **row})
+    return out
 
 
 class _Bar:

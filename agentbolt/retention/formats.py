@@ -51,8 +51,13 @@ COLUMNS: dict[str, dict[str, Kind]] = {
         "reward": "float", "prompt": "json", "response": "json", "logprobs": "json", "model": "str",
         "token_ids_source": "str", "resources_version": "int", "has_token_ids": "bool",
     },
+    "samples_rl": {
+        "rollout_id": "str", "attempt_id": "str", "index": "int", "reward": "float", "num_tokens": "int",
+        "num_trained_tokens": "int", "token_ids": "json", "loss_mask": "json", "logprobs": "json",
+        "versions": "json", "calls": "json",
+    },
 }
-"""Columns of each table, in order. ``samples`` uses ``samples_chat`` or ``samples_triplets``."""
+"""Columns of each table, in order. ``samples`` uses ``samples_chat``, ``samples_triplets`` or ``samples_rl``."""
 
 
 class TableWriter(Protocol):

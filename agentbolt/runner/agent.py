@@ -20,7 +20,8 @@ of them.
 
 What the agent returns decides its reward: a number is recorded as the final reward
 (a reward span); ``None`` means the agent emitted its rewards itself with
-:func:`agentbolt.emit_reward` (or has none).
+:func:`agentbolt.emit_reward` (or has none); anything else (its answer, a dict) is kept
+as the rollout's output (an ``agentbolt.output`` span), next to the rewards it emitted.
 """
 
 from __future__ import annotations
@@ -32,22 +33,25 @@ import numbers
 import pickle
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, Generic, TypeVar, overload
 
 from agentbolt.runner.loading import load_object
 from agentbolt.types import LLM, PromptTemplate, Resources, Rollout, RolloutMode
 
 __all__ = [
     "INJECTABLE_PARAMETERS",
-    "AgentParameterError",
-    "RolloutFunction",
-    "rollout",
-    "LitAgent",
-    "EntryPoint",
     "AgentAdapter",
+    "AgentParameterError",
+    "EntryPoint",
+    "LitAgent",
+    "RolloutFunction",
     "as_agent",
     "reward_from_result",
+    "rollout",
+    "split_result",
 ]
+
+T_task = TypeVar("T_task")
 
 INJECTABLE_PARAMETERS = ("task", "llm", "prompt_template", "resources", "rollout")
 """Parameter names an agent function may declare to receive rollout data."""
@@ -104,16 +108,27 @@ def rollout(
 
 
 # ----------------------------------------------------------------------------- class form
-class LitAgent:
+class LitAgent(Generic[T_task]):
     """Class form of an agent. Override :meth:`training_rollout`; override
     :meth:`validation_rollout` too if validation/test rollouts should run differently.
 
     Both may be sync or async and take the same parameters as a :func:`rollout`
     function (``task`` first, then any of ``llm``, ``prompt_template``, ``resources``,
     ``rollout`` — or ``**named`` for all of them).
+
+    Agent Lightning's spellings work too: a subclass may define ``rollout`` or
+    ``rollout_async`` (one entry point for every mode) or ``training_rollout_async`` /
+    ``validation_rollout_async``; ``LitAgent[Task]`` may be subscripted, and
+    ``trained_agents`` (a regular expression of the agent names to train) is kept.
+    Which method runs: the most specific one defined — for training rollouts
+    ``training_rollout_async``, ``training_rollout``, ``rollout_async``, ``rollout``; for
+    validation and test rollouts the ``validation_*`` ones first, then the same list.
     """
 
     name: str | None = None
+
+    def __init__(self, *, trained_agents: str | None = None) -> None:
+        self.trained_agents = trained_agents
 
     def training_rollout(self, task: Any, **named: Any) -> float | None:
         raise NotImplementedError(
@@ -123,6 +138,19 @@ class LitAgent:
     def validation_rollout(self, task: Any, **named: Any) -> float | None:
         """Runs validation and test rollouts; by default the same as :meth:`training_rollout`."""
         return self.training_rollout(task, **named)
+
+
+_TRAIN_METHODS = ("training_rollout_async", "training_rollout", "rollout_async", "rollout")
+_VALIDATION_METHODS = ("validation_rollout_async", "validation_rollout")
+
+
+def _defined(cls: type, names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` that ``cls`` defines itself (not LitAgent's default)."""
+    for name in names:
+        method = getattr(cls, name, None)
+        if method is not None and method is not getattr(LitAgent, name, None):
+            return name
+    return None
 
 
 # ----------------------------------------------------------------------------- binding
@@ -297,12 +325,15 @@ def as_agent(obj: Any) -> AgentAdapter:
         obj = obj()
     if isinstance(obj, LitAgent):
         cls = type(obj)
-        if cls.training_rollout is LitAgent.training_rollout:
-            raise TypeError(f"{cls.__name__} is a LitAgent without a training_rollout method; define one")
-        train = EntryPoint.of(obj.training_rollout)
-        validation = None
-        if cls.validation_rollout is not LitAgent.validation_rollout:
-            validation = EntryPoint.of(obj.validation_rollout)
+        train_name = _defined(cls, _TRAIN_METHODS)
+        if train_name is None:
+            raise TypeError(
+                f"{cls.__name__} is a LitAgent without an entry point: define training_rollout(self, task, ...) "
+                "(or rollout / rollout_async, Agent Lightning's names)"
+            )
+        train = EntryPoint.of(getattr(obj, train_name))
+        validation_name = _defined(cls, _VALIDATION_METHODS)
+        validation = EntryPoint.of(getattr(obj, validation_name)) if validation_name else None
         return AgentAdapter(source if isinstance(source, str) else obj, obj.name or cls.__name__, train, validation)
     if isinstance(obj, RolloutFunction):
         return AgentAdapter(source, obj.name, EntryPoint.of(obj.fn))
@@ -316,24 +347,25 @@ def as_agent(obj: Any) -> AgentAdapter:
 
 
 def reward_from_result(result: Any) -> float | None:
-    """The final reward an agent's return value stands for.
+    """The final reward an agent's return value stands for: a real number is the reward;
+    anything else (``None``, an answer string, a dict...) stands for none."""
+    return split_result(result)[0]
 
-    A real number is the reward; ``None`` means "rewards were emitted (or there are
-    none)". Anything else is a mistake the user should hear about.
+
+def split_result(result: Any) -> tuple[float | None, Any]:
+    """``(reward, output)`` of an agent's return value.
+
+    A real number (not a bool) is the final reward and there is no output; ``None`` is
+    neither (rewards were emitted with :func:`agentbolt.emit_reward`, or there are none);
+    anything else — the agent's answer string, a dict, a bool — is the rollout's
+    *output*: stored with the attempt (an ``agentbolt.output`` span) and shown by
+    ``agentbolt store rollout``, the dashboard and ``Trainer.dev``, never a failure.
     """
     if result is None:
-        return None
+        return None, None
     if isinstance(result, numbers.Real) and not isinstance(result, bool):
         value = float(result)
         if not math.isfinite(value):
             raise ValueError(f"the agent returned a non-finite reward ({value}); return a finite number or None")
-        return value
-    raise TypeError(
-        f"the agent returned a {type(result).__name__} ({_preview(result)}); return a number (the final "
-        "reward) or None (rewards emitted with agentbolt.emit_reward)"
-    )
-
-
-def _preview(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        return value, None
+    return None, result

@@ -10,7 +10,8 @@ Subclassing :class:`Hooks` is optional (it documents the signatures)::
 Order for each attempt: ``on_rollout_start`` → (trace opens) ``on_trace_start`` →
 the agent → ``on_trace_end`` → (trace closes, spans flushed, outcome reported)
 ``on_rollout_end``. Methods receive their arguments by name, so a hook may declare only
-the ones it uses (``def on_trace_end(self, rollout)`` is fine). An exception in one of
+the ones it uses (``def on_trace_end(self, rollout)`` is fine); every hook may also ask
+for ``agent`` and ``runner`` (Agent Lightning's signatures). An exception in one of
 the first three fails the attempt like an exception in the agent; one in
 ``on_rollout_end`` (which runs after the outcome is reported) is logged.
 """
@@ -32,11 +33,14 @@ log = logging.getLogger("agentbolt.runner")
 HOOK_NAMES = ("on_rollout_start", "on_trace_start", "on_trace_end", "on_rollout_end")
 
 _POSITIONAL_ORDER: dict[str, tuple[str, ...]] = {
-    "on_rollout_start": ("rollout",),
-    "on_trace_start": ("rollout", "attempt", "tracer"),
-    "on_trace_end": ("rollout", "attempt", "tracer"),
-    "on_rollout_end": ("rollout", "spans"),
+    "on_rollout_start": ("rollout", "agent", "runner"),
+    "on_trace_start": ("rollout", "attempt", "tracer", "agent", "runner"),
+    "on_trace_end": ("rollout", "attempt", "tracer", "agent", "runner"),
+    "on_rollout_end": ("rollout", "spans", "agent", "runner"),
 }
+"""What each hook may ask for. ``agent`` (the agent object the runner was given) and
+``runner`` (the :class:`~agentbolt.Runner`) make Agent Lightning v0.3's hook signatures
+— ``on_trace_end(self, *, agent, runner, tracer, rollout)`` — work unchanged."""
 
 
 class Hooks:
@@ -66,7 +70,9 @@ class _Call:
 class HookSet:
     """Hook objects in order, with each defined method's argument plan worked out once."""
 
-    def __init__(self, hooks: object | Iterable[object] = ()) -> None:
+    def __init__(self, hooks: object | Iterable[object] = (), *, agent: Any = None, runner: Any = None) -> None:
+        self.context: dict[str, Any] = {"agent": agent, "runner": runner}
+        """Arguments every hook may ask for besides the per-call ones."""
         if hooks is None:
             items: list[object] = []
         elif isinstance(hooks, (list, tuple)):
@@ -89,6 +95,8 @@ class HookSet:
 
     async def call(self, name: str, **arguments: Any) -> None:
         """Call ``name`` on every hook that defines it, in order, awaiting async ones."""
+        if self._calls[name]:
+            arguments = {**self.context, **arguments}
         for call in self._calls[name]:
             args: list[Any] = []
             kwargs: dict[str, Any] = {}
@@ -108,7 +116,10 @@ class HookSet:
 
 
 def _is_base_noop(fn: Any, name: str) -> bool:
-    return getattr(fn, "__func__", None) is getattr(Hooks, name)
+    """A base class's do-nothing method (ours, or one marked ``__agentbolt_noop__`` such
+    as those of Agent Lightning's ``Hook`` in :mod:`agentbolt.compat`): not called."""
+    func = getattr(fn, "__func__", None)
+    return func is getattr(Hooks, name) or getattr(func, "__agentbolt_noop__", False)
 
 
 def _plan(fn: Callable[..., Any], name: str) -> _Call:

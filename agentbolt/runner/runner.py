@@ -34,14 +34,21 @@ from typing import Any
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Status, StatusCode
 
-from agentbolt.runner.agent import AgentAdapter, as_agent, reward_from_result
+from agentbolt import semconv
+from agentbolt.runner.agent import AgentAdapter, as_agent, split_result
 from agentbolt.runner.calls import AgentCall, start_call
+from agentbolt.runner.error_log import PROCESS_ERRORS, FirstSeenErrors
 from agentbolt.runner.errors import error_info
 from agentbolt.runner.gateway_llm import resolve_gateway_llms
 from agentbolt.runner.hooks import HookSet
 from agentbolt.store.base import Store
 from agentbolt.store.errors import InvalidTransitionError, StoreUnavailableError
-from agentbolt.tracing.emitters import emit_exception, emit_reward
+from agentbolt.tracing.emitters import (
+    emit_exception,
+    emit_output,
+    emit_reward,
+    output_metadata,
+)
 from agentbolt.tracing.tracer import Tracer
 from agentbolt.types import (
     Attempt,
@@ -93,6 +100,8 @@ class _Job:
     deadline: float | None
     stop_reason: str | None = None
     call: AgentCall | None = None
+    output: Any = None
+    """The agent's output (its return value when not a reward), as JSON values."""
     stop_requested: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
     @property
@@ -153,7 +162,7 @@ class Runner:
         self.concurrency = concurrency
         self.worker_id = worker_id or default_worker_id()
         self.hooks_source = hooks
-        self.hooks = HookSet(hooks)
+        self.hooks = HookSet(hooks, agent=getattr(self._agent, "source", None), runner=self)
         self.tracer = tracer
         self.heartbeat_interval = heartbeat_interval
         self.poll_interval = poll_interval
@@ -162,6 +171,8 @@ class Runner:
         self.report_patience = report_patience
         self._resources: OrderedDict[int, Resources] = OrderedDict()
         self._running = False
+        self._failures = FirstSeenErrors()
+        """This runner's agent failures by kind, for the summary it logs when it stops."""
 
     @property
     def agent(self) -> AgentAdapter | None:
@@ -214,6 +225,10 @@ class Runner:
                 await tracer.aclose()
             stats.elapsed = time.monotonic() - started
             self._running = False
+            failures = self._failures.summary()
+            if failures is not None:
+                log.warning("runner %s: %d of %d attempts failed: %s", self.worker_id, stats.failed,
+                            stats.claimed, failures)
         return stats
 
     async def _loop(
@@ -285,6 +300,29 @@ class Runner:
         for task in list(jobs):
             task.cancel()
 
+    async def run_claimed(self, claim: Claim) -> RunnerStats:
+        """Run the agent on one attempt claimed by someone else (Agent Lightning's
+        ``LitAgentRunner.step``: create a rollout, claim it, run it here): hooks, trace,
+        heartbeats, timeout and the reported outcome are those of :meth:`run`. Returns
+        once the outcome is stored."""
+        if self._agent is None or self.store is None:
+            raise TypeError("run_claimed needs a Runner with an agent and a store")
+        store = self.store
+        await store.start()
+        stats = RunnerStats(worker_id=self.worker_id, claimed=1)
+        started = time.monotonic()
+        tracer, own_tracer = self.tracer, self.tracer is None
+        if tracer is None:
+            tracer = Tracer(store, max_retries=SPAN_RETRIES)
+        tracer.start()
+        try:
+            await self._execute(_Job(claim, self._deadline(claim.rollout)), tracer, stats)
+        finally:
+            if own_tracer:
+                await tracer.aclose()
+            stats.elapsed = time.monotonic() - started
+        return stats
+
     # ------------------------------------------------------------------------ one attempt
     async def _execute(self, job: _Job, tracer: Tracer, stats: RunnerStats) -> None:
         rollout, attempt = job.rollout, job.attempt
@@ -301,7 +339,10 @@ class Runner:
                 try:
                     await self.hooks.call("on_trace_start", rollout=rollout, attempt=attempt, tracer=tracer)
                     result = await self._run_agent(job, resources)
-                    reward = reward_from_result(result)
+                    reward, output = split_result(result)
+                    if output is not None:
+                        emit_output(output)
+                        job.output = output_metadata(output)
                     if reward is not None:
                         emit_reward(reward)
                     await self.hooks.call("on_trace_end", rollout=rollout, attempt=attempt, tracer=tracer)
@@ -388,9 +429,12 @@ class Runner:
         rollout, attempt = job.rollout, job.attempt
         status: AttemptStatus | None
         info: ErrorInfo | None = None
+        metadata: dict[str, Any] | None = None
         if job.stop_reason is None and error is None and spans_lost is None:
             status = AttemptStatus.SUCCEEDED
             stats.succeeded += 1
+            if job.output is not None:
+                metadata = {semconv.ATTEMPT_OUTPUT: job.output}
         elif job.stop_reason is None and error is None:
             # a success without its trace would be a silent hole in the data: run it again
             status = AttemptStatus.FAILED
@@ -402,9 +446,11 @@ class Runner:
             stats.failed += 1
             log.warning("rollout %s reported failed (retryable): its spans could not be stored", rollout.rollout_id)
         elif job.stop_reason is None:
-            status, info = AttemptStatus.FAILED, error_info(error)  # type: ignore[arg-type]
+            assert error is not None
+            status, info = AttemptStatus.FAILED, error_info(error)
             stats.failed += 1
-            log.info("rollout %s failed: %s: %s", rollout.rollout_id, info.type, info.message)
+            self._failures.record(info.type, info.message)
+            PROCESS_ERRORS.log_failure(error, type_name=info.type, rollout_id=rollout.rollout_id)
         else:
             stats.stopped += 1
             if job.stop_reason == _TIMEOUT:
@@ -428,7 +474,8 @@ class Runner:
         delay = 0.2
         while True:
             try:
-                await self.store.update_attempt(rollout.rollout_id, attempt.attempt_id, status=status, error=info)  # type: ignore[union-attr]
+                await self.store.update_attempt(rollout.rollout_id, attempt.attempt_id, status=status, error=info,  # type: ignore[union-attr]
+                                                metadata=metadata)
                 return
             except InvalidTransitionError as exc:
                 log.info("rollout %s: outcome %s not recorded, the store had already ended the attempt (%s)",

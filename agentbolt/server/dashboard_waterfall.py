@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -20,6 +21,9 @@ from agentbolt.tracing.names import (
     LLM_RESPONSE_TOKEN_IDS,
     LLM_WRAPPED_SPAN_IDS,
     LLM_WRAPPER,
+    OPERATION_INPUT,
+    OPERATION_OUTPUT,
+    OPERATION_SPAN,
     ROLLOUT_SPAN,
 )
 from agentbolt.types import Span
@@ -108,12 +112,28 @@ def _summary(span: Span, kind: str, call: ModelCall | None) -> str:
         parts.append(str(attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or span.name))
     elif kind == "agent":
         parts.append(str(attrs.get(AGENT_NAME) or attrs.get("gen_ai.agent.name") or span.name))
+    elif span.name == semconv.SANDBOX_SPAN:  # what a harness sandbox blocked
+        count = attrs.get(semconv.SANDBOX_COUNT, 1)
+        parts.append(f"sandbox blocked {attrs.get(semconv.SANDBOX_KIND, '?')} ×{count}: {attrs.get(semconv.SANDBOX_DETAIL, '')}")
+    elif span.name == OPERATION_SPAN and (OPERATION_INPUT in attrs or OPERATION_OUTPUT in attrs):  # e.g. a query and its rows
+        parts.append(f"{_recorded_text(attrs.get(OPERATION_INPUT))} → {_recorded_text(attrs.get(OPERATION_OUTPUT))}")
     if not parts:
         parts.append(span.name)
     error = span_error(span)
     if error:
         parts.append(f"error: {error}")
     return clip(" · ".join(parts), SUMMARY_CHARS)
+
+
+def _recorded_text(value: Any) -> str:
+    """An operation's recorded input or output (JSON text) as plain text: a string unquoted."""
+    if value is None:
+        return "…"
+    try:
+        decoded = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return str(value)
+    return decoded if isinstance(decoded, str) else json_text(decoded)
 
 
 def _preview_value(value: Any) -> Any:

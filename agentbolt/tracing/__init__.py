@@ -25,6 +25,7 @@ from agentbolt.tracing.emitters import (
     emit_exception,
     emit_message,
     emit_object,
+    emit_output,
     emit_reward,
     operation,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "emit_reward",
     "emit_message",
     "emit_object",
+    "emit_output",
     "emit_exception",
     "emit_annotation",
     "operation",

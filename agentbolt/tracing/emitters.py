@@ -54,15 +54,19 @@ from agentbolt.tracing.names import (
     OPERATION_OUTPUT,
     OPERATION_SPAN,
 )
+from agentbolt.types import Span, SpanStatus
 
 __all__ = [
-    "emit_reward",
+    "REWARD_OPTIONS",
+    "Operation",
+    "emit_annotation",
+    "emit_exception",
     "emit_message",
     "emit_object",
-    "emit_exception",
-    "emit_annotation",
+    "emit_output",
+    "emit_reward",
     "operation",
-    "Operation",
+    "output_metadata",
     "to_json",
 ]
 
@@ -76,9 +80,19 @@ def _emit(name: str, attributes: Mapping[str, Any]) -> trace.Span:
 
 
 # ----------------------------------------------------------------------------- rewards
+REWARD_OPTIONS = frozenset({"primary", "primary_key", "attributes", "propagate"})
+"""Keywords of :func:`emit_reward` that are options, never reward names."""
+
+
 def emit_reward(
-    value: float | Mapping[str, float] | None = None, *, primary: str | None = None, **named: float
-) -> None:
+    value: float | Mapping[str, float] | None = None,
+    *,
+    primary: str | None = None,
+    primary_key: str | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    propagate: bool = True,
+    **named: float,
+) -> Span:
     """Record a reward now. A rollout may emit several; the last primary one counts.
 
     * ``emit_reward(0.8)`` — one reward named ``"reward"``;
@@ -86,17 +100,84 @@ def emit_reward(
       ``primary`` says which one is *the* reward (training uses it);
     * ``emit_reward(score=0.85)`` — one named reward, which is then the primary one.
 
-    Values must be finite numbers (``True``/``False`` count as 1/0).
+    Options (Agent Lightning's emitters take the same): ``primary_key`` is another
+    spelling of ``primary``; ``attributes`` are extra span attributes (tags, links);
+    ``propagate=False`` builds the reward span without recording it in the trace (it is
+    returned, e.g. to hand to your own exporter). None of them is ever a reward name: a
+    reward called ``propagate``, ``attributes``, ``primary`` or ``primary_key`` is refused.
+
+    Values must be finite numbers (``True``/``False`` count as 1/0). Returns the reward
+    span as stored (a :class:`~agentbolt.types.Span`).
     """
+    if primary_key is not None:
+        if primary is not None and primary != primary_key:
+            raise ValueError(f"emit_reward got primary={primary!r} and primary_key={primary_key!r}: give one")
+        primary = primary_key
+    if not isinstance(propagate, bool):
+        raise TypeError(f"emit_reward's propagate= is an option (True or False), got {propagate!r}")
     rewards = _rewards(value, primary, named)
     if primary is None:
         primary = _default_primary(rewards)
-    span = _emit(semconv.REWARD_SPAN, semconv.reward_span_attributes(rewards, primary))
+    attrs = {**_extra_attributes(attributes), **semconv.reward_span_attributes(rewards, primary)}
+    if not propagate:
+        return _as_record(None, semconv.REWARD_SPAN, attrs)
+    span = _emit(semconv.REWARD_SPAN, attrs)
     span.end()
+    return _as_record(span, semconv.REWARD_SPAN, attrs)
+
+
+def emit_output(value: Any) -> None:
+    """Record the agent's output (its answer): what ``agentbolt store rollout``, the
+    dashboard and ``Trainer.dev`` show. The runner calls it with an agent's return value
+    when that is not a reward."""
+    _emit(semconv.OUTPUT_SPAN, {semconv.OUTPUT_TYPE: _type_name(value), semconv.OUTPUT_JSON: to_json(value)}).end()
+
+
+OUTPUT_METADATA_LIMIT = 20_000
+"""Characters of JSON kept in an attempt's metadata; a longer output is kept there as a
+shortened string (the output span has all of it)."""
+
+
+def output_metadata(value: Any) -> Any:
+    """``value`` as JSON values for an attempt's metadata (shortened past the limit)."""
+    text = to_json(value)
+    if len(text) > OUTPUT_METADATA_LIMIT:
+        return text[: OUTPUT_METADATA_LIMIT - 1] + "…"
+    return orjson.loads(text)
+
+
+def _extra_attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    if attributes is None:
+        return {}
+    if not isinstance(attributes, Mapping):
+        raise TypeError(f"emit_reward's attributes= is an option (a dict of span attributes), not a reward: got "
+                        f"{type(attributes).__name__}")
+    return {str(k): _attribute_value(v) for k, v in attributes.items()}
+
+
+def _as_record(span: trace.Span | None, name: str, attributes: dict[str, Any]) -> Span:
+    """The store's view of a span just emitted (ids from the live span), or of one built
+    but not recorded (``span`` None: fresh ids, rollout ``"unrecorded"`` outside a rollout)."""
+    ctx = current_context()
+    ids: dict[str, str] = {}
+    if span is not None:
+        sc = span.get_span_context()
+        ids = {"trace_id": format(sc.trace_id, "032x"), "span_id": format(sc.span_id, "016x")}
+    return Span(
+        rollout_id=ctx.rollout_id if ctx is not None else "unrecorded",
+        attempt_id=ctx.attempt_id if ctx is not None else "unrecorded",
+        name=name, attributes=attributes, status=SpanStatus.OK, **ids,
+    )
 
 
 def _rewards(value: Any, primary: str | None, named: Mapping[str, Any]) -> dict[str, float]:
     rewards: dict[str, float] = {}
+    clash = sorted(REWARD_OPTIONS & {*named, *(map(str, value) if isinstance(value, Mapping) else ())})
+    if clash:
+        raise ValueError(
+            f"{clash[0]!r} is an option of emit_reward, not a reward name: name the reward otherwise, "
+            f"e.g. emit_reward({{'{clash[0]}_score': ...}})"
+        )
     if isinstance(value, Mapping):
         rewards.update({str(k): _reward_number(str(k), v) for k, v in value.items()})
     elif value is not None:
@@ -193,14 +274,14 @@ class Operation:
 
 
 @contextmanager
-def _operation_span(name: str) -> Iterator[Operation]:
+def _operation_span(name: str, attributes: dict[str, Any] | None = None, propagate: bool = True) -> Iterator[Operation]:
     ctx = current_context()
-    if ctx is None:  # outside a rollout the function simply runs
+    if ctx is None or not propagate:  # outside a rollout (or kept local) the function simply runs
         yield Operation(None)
         return
     with ctx.tracer.otel_tracer.start_as_current_span(
         OPERATION_SPAN,
-        attributes={OPERATION_NAME: name},
+        attributes={**(attributes or {}), OPERATION_NAME: name},
         record_exception=True,
         set_status_on_exception=True,
     ) as span:
@@ -213,28 +294,32 @@ class _OperationFactory:
     @overload
     def __call__(self, fn: F) -> F: ...
     @overload
-    def __call__(self, fn: str | None = None, *, name: str | None = None) -> _NamedOperation: ...
+    def __call__(
+        self, fn: str | None = None, *, name: str | None = None, propagate: bool = True, **attributes: Any
+    ) -> _NamedOperation: ...
 
-    def __call__(self, fn: Any = None, *, name: str | None = None) -> Any:
+    def __call__(self, fn: Any = None, *, name: str | None = None, propagate: bool = True, **attributes: Any) -> Any:
         if callable(fn):
             return _wrap(fn, name or _qualname(fn))
         if fn is not None and not isinstance(fn, str):
             raise TypeError(f"operation takes a function or a name, got {type(fn).__name__}")
-        return _NamedOperation(fn or name)
+        return _NamedOperation(fn or name, attributes, propagate)
 
 
 class _NamedOperation:
-    def __init__(self, name: str | None) -> None:
+    def __init__(self, name: str | None, attributes: dict[str, Any] | None = None, propagate: bool = True) -> None:
         self._name = name
+        self._attributes = {k: _attribute_value(v) for k, v in (attributes or {}).items()}
+        self._propagate = propagate
         self._cm: Any = None
 
     def __call__(self, fn: F) -> F:
-        return _wrap(fn, self._name or _qualname(fn))
+        return _wrap(fn, self._name or _qualname(fn), self._attributes, self._propagate)
 
     def __enter__(self) -> Operation:
         if self._cm is not None:
             raise RuntimeError("this operation(...) block is already open; create one per `with`")
-        self._cm = _operation_span(self._name or "operation")
+        self._cm = _operation_span(self._name or "operation", self._attributes, self._propagate)
         return self._cm.__enter__()
 
     def __exit__(self, *exc: Any) -> bool | None:
@@ -247,10 +332,12 @@ operation = _OperationFactory()
 
 ``@operation``, ``@operation("name")`` or ``@operation(name="name")`` on a sync or async
 function; ``with operation("name") as op: ... op.set_output(x)`` around a block. Outside
-a rollout the function runs unrecorded."""
+a rollout the function runs unrecorded. Other keywords are span attributes
+(``@operation(category="tool")``, as in Agent Lightning); ``propagate=False`` records
+nothing."""
 
 
-def _wrap(fn: F, name: str) -> F:
+def _wrap(fn: F, name: str, attributes: dict[str, Any] | None = None, propagate: bool = True) -> F:
     sig = _signature(fn)
 
     def bound(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -267,7 +354,7 @@ def _wrap(fn: F, name: str) -> F:
 
         @functools.wraps(fn)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            with _operation_span(name) as op:
+            with _operation_span(name, attributes, propagate) as op:
                 op.set_input(bound(args, kwargs))
                 result = await fn(*args, **kwargs)
                 op.set_output(result)
@@ -277,7 +364,7 @@ def _wrap(fn: F, name: str) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with _operation_span(name) as op:
+        with _operation_span(name, attributes, propagate) as op:
             op.set_input(bound(args, kwargs))
             result = fn(*args, **kwargs)
             op.set_output(result)

@@ -1,7 +1,7 @@
 """Auto-instrumentation of the model clients and agent frameworks people use.
 
-agentbolt writes no patches of its own: it switches on the OpenInference
-instrumentors (``openinference-instrumentation-openai``, ``-langchain``, ``-litellm``),
+agentbolt switches on the OpenInference instrumentors (``openinference-instrumentation-openai``,
+``-langchain``, ``-litellm``, ``-openai-agents``, ``-autogen-agentchat``, ``-crewai``),
 bound to agentbolt's process-wide TracerProvider, so their spans reach the rollout
 they belong to. Each is switched on once per process, when its library is imported —
 right away if it already is — so a library that is installed but unused costs no
@@ -44,10 +44,18 @@ LIBRARIES: tuple[_Library, ...] = (
     _Library("openai", "openinference.instrumentation.openai:OpenAIInstrumentor", _RAW_JSON_IS_ENOUGH),
     _Library("langchain_core", "openinference.instrumentation.langchain:LangChainInstrumentor"),
     _Library("litellm", "openinference.instrumentation.litellm:LiteLLMInstrumentor"),
+    _Library("agents", "openinference.instrumentation.openai_agents:OpenAIAgentsInstrumentor"),
+    _Library("autogen_agentchat", "openinference.instrumentation.autogen_agentchat:AutogenAgentChatInstrumentor"),
+    _Library("crewai", "openinference.instrumentation.crewai:CrewAIInstrumentor"),
 )
 """What agentbolt instruments when installed: the ``openai`` client (sync, async, chat
 completions, completions, responses, streaming, tool calls), LangChain and LangGraph
-(through ``langchain_core``), and LiteLLM."""
+(through ``langchain_core``), LiteLLM, and the agent frameworks whose spans name the
+agent of each model call: the OpenAI Agents SDK (``agents``, package
+``openinference-instrumentation-openai-agents``), AutoGen AgentChat
+(``openinference-instrumentation-autogen-agentchat``) and CrewAI
+(``openinference-instrumentation-crewai``). The OpenAI Agents SDK's instrumentor replaces
+the SDK's default trace processors (which upload traces to OpenAI) with its own."""
 
 _lock = threading.Lock()
 _hooked: set[str] = set()

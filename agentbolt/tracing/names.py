@@ -39,6 +39,8 @@ __all__ = [
     "LLM_TOKEN_IDS_SOURCE",
     "LLM_WRAPPER",
     "LLM_WRAPPED_SPAN_IDS",
+    "AGENT_HEADER",
+    "TRACEPARENT_HEADER",
 ]
 
 # --- span names ------------------------------------------------------------------------
@@ -90,3 +92,10 @@ LLM_WRAPPER = "agentbolt.llm.wrapper"
 """True on a framework's model-call span (e.g. LangChain's) that wraps a client call
 recorded by its own span: the wrapped call is the model call, this one is not."""
 LLM_WRAPPED_SPAN_IDS = "agentbolt.llm.wrapped_span_ids"
+
+# --- HTTP headers of model calls to the gateway ---------------------------------------
+AGENT_HEADER = "x-agentbolt-agent"
+"""Names the agent making a model call (percent-encoded); recorded as :data:`AGENT_NAME`
+on the gateway's span (:mod:`agentbolt.gateway.origin`, :mod:`agentbolt.tracing.propagation`)."""
+TRACEPARENT_HEADER = "traceparent"
+"""W3C Trace Context: the caller's span becomes the parent of the gateway's span."""

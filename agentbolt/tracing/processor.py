@@ -129,6 +129,20 @@ class AttemptRouter(SpanProcessor):
             return None
         return ctx, current_agent_name()
 
+    def knows(self, span_id: int) -> bool:
+        """Whether ``span_id`` is a live (or recently ended) span of an attempt."""
+        return span_id in self._records
+
+    def agent_of(self, span_id: int) -> str | None:
+        """The agent name stamped on the span or its nearest named ancestor."""
+        with self._lock:
+            rec, seen = self._records.get(span_id), 0
+            while rec is not None and seen < 64:
+                if rec.agent:
+                    return rec.agent
+                rec, seen = (self._records.get(rec.parent) if rec.parent is not None else None), seen + 1
+        return None
+
     def on_start(self, span: SdkSpan, parent_context: otel_context.Context | None = None) -> None:
         try:
             self._start(span, parent_context)

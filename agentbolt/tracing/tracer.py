@@ -10,7 +10,8 @@
     await tracer.aclose()
 
 Spans are made with the OpenTelemetry SDK on agentbolt's own TracerProvider (shared by
-every tracer in the process; the OpenTelemetry global provider is left alone), attributed
+every tracer in the process; spans made through the OpenTelemetry global API inside an
+attempt are recorded too, see :mod:`.global_otel`), attributed
 to the attempt through contextvars (:mod:`.context`, :mod:`.processor`) and stored in
 batches by a :class:`~agentbolt.tracing.shipper.SpanShipper`.
 """
@@ -26,6 +27,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from agentbolt.store.base import Store
 from agentbolt.tracing.context import AttemptContext, activate
+from agentbolt.tracing.global_otel import record_global_spans
 from agentbolt.tracing.names import (
     ATTEMPT_SEQUENCE,
     RESOURCES_VERSION,
@@ -43,7 +45,9 @@ class Tracer:
     """Records the spans of rollout attempts and ships them to ``store``.
 
     * ``auto_instrument`` — switch on the instrumentation of installed model clients and
-      frameworks (openai, LangChain/LangGraph, LiteLLM) at :meth:`start`; once per process.
+      frameworks (openai, LangChain/LangGraph, LiteLLM, OpenAI Agents SDK, AutoGen, CrewAI)
+      at :meth:`start`, and the headers that name the agent to the gateway
+      (:mod:`.propagation`); once per process.
     * ``max_batch`` — most spans per ``store.add_spans`` call.
     * ``flush_interval`` — how long finished spans may wait to be batched (seconds).
     * ``max_retries`` / ``retry_backoff`` — a batch the store failed to take is sent
@@ -75,11 +79,15 @@ class Tracer:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         """Start shipping spans (on the running event loop, or on a private one when
-        called outside any loop) and switch on auto-instrumentation. Idempotent."""
+        called outside any loop), switch on auto-instrumentation and the recording of
+        global OpenTelemetry spans (:mod:`.global_otel`). Idempotent."""
         if self.auto_instrument:
             from agentbolt.tracing.instrumentation import instrument
+            from agentbolt.tracing.propagation import install as name_agents_at_gateway
 
             instrument()
+            name_agents_at_gateway()
+        record_global_spans()
         self._shipper.start()
 
     async def aclose(self) -> None:

@@ -120,14 +120,15 @@ def plot_curve(result: GRPOResult, path: Path) -> Path | None:
 
 def summary(result: GRPOResult, wall: float) -> dict[str, Any]:
     merge = [h["merge/rate"] for h in result.history if h.get("merge/rate") is not None]
+    per_rollout = [h["samples/per_rollout"] for h in result.history if h.get("samples/per_rollout") is not None]
     before = result.before.success_rate if result.before else None
     after = result.after.success_rate if result.after else None
     return {
         "steps": result.steps, "wall_minutes": wall / 60, "held_out_before": before, "held_out_after": after,
+        "held_out_scored": None if result.after is None else result.after.n_scored,
         "improvement_pp": None if result.improvement is None else 100 * result.improvement,
         "merge_rate": statistics.fmean(merge) if merge else None,
-        "samples_per_rollout": statistics.fmean(h["samples/per_rollout"] for h in result.history
-                                                if h.get("samples/per_rollout") is not None) if result.history else None,
+        "samples_per_rollout": statistics.fmean(per_rollout) if per_rollout else None,
         "model_dir": str(result.export_dir),
     }
 
@@ -150,6 +151,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print()
     print(f"held-out success (greedy, {args.val_size} problems): {pct(out['held_out_before'])} before -> "
           f"{pct(out['held_out_after'])} after  ({out['improvement_pp'] or 0:+.1f} points)")
+    scored = [f"{name} {res.n_scored}/{res.n_total}" for name, res in (("before", result.before), ("after", result.after))
+              if res is not None]
+    print(f"held-out rollouts scored: {', '.join(scored) or 'no evaluation'}")
     print(f"{out['steps']} GRPO steps in {out['wall_minutes']:.1f} min (wall, with evaluations); "
           f"merge rate {pct(out['merge_rate'])}, {out['samples_per_rollout'] or 0:.2f} samples per rollout")
     print(f"trained model: {out['model_dir']}" + (f"; curve: {curve}" if curve else ""))
@@ -157,4 +161,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    from agentbolt.algorithms.failures import NoSuccessfulRolloutsError
+
+    try:
+        main()
+    except NoSuccessfulRolloutsError as exc:  # a broken agent or setup: say what, not a traceback
+        sys.exit(f"\ntraining stopped: {exc}")

@@ -8,10 +8,15 @@ gateway URL and token, so every model call of the agent loop is recorded.
 """
 
 import argparse
+import sys
 
-from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
+try:
+    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+except ImportError as exc:  # the harness shows this on stderr and in the failed attempt
+    sys.exit(f"this agent needs LangChain ({exc}): pip install 'agentbolt[langchain]' "
+             "(or pip install langchain-core langchain-openai)")
 
 
 @tool

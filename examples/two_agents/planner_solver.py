@@ -46,12 +46,20 @@ def score(reply: str, expected: int) -> float:
     return 1.0 if found and int(found[-1]) == expected else 0.0
 
 
+def plan_then_solve(task: dict[str, Any], llm: agentbolt.LLM, planner_llm: agentbolt.LLM | None = None) -> str:
+    """The planner's call, then the solver's; the solver's reply. ``planner_llm`` (default:
+    ``llm``) lets the planner call another model — its own policy when each agent has one."""
+    planner_llm = planner_llm or llm
+    with _client(planner_llm) as client, agentbolt.agent("planner"):
+        plan = chat(client, planner_llm, PLANNER, task["question"])
+    with _client(llm) as client, agentbolt.agent("solver"):
+        return chat(client, llm, SOLVER, f"Question: {task['question']}\nPlan: {plan}")
+
+
+def _client(llm: agentbolt.LLM) -> openai.OpenAI:
+    return openai.OpenAI(base_url=llm.endpoint, api_key=llm.api_key or "none", max_retries=5)
+
+
 @agentbolt.rollout
-def plan_and_solve(task: dict[str, Any], llm: agentbolt.LLM) -> float:
-    client = openai.OpenAI(base_url=llm.endpoint, api_key=llm.api_key or "none", max_retries=1)
-    with client:
-        with agentbolt.agent("planner"):
-            plan = chat(client, llm, PLANNER, task["question"])
-        with agentbolt.agent("solver"):
-            reply = chat(client, llm, SOLVER, f"Question: {task['question']}\nPlan: {plan}")
-    return score(reply, task["answer"])
+def plan_and_solve(task: dict[str, Any], llm: agentbolt.LLM, planner_llm: agentbolt.LLM | None = None) -> float:
+    return score(plan_then_solve(task, llm, planner_llm), task["answer"])

@@ -1,5 +1,6 @@
 """Run the planner + solver agent on a dataset and turn the solver's calls — only
-the solver's — into training data: RL triplets and SFT chat records.
+the solver's — into training data: the RL samples GRPO(agent_match="solver") trains on,
+per-call triplets and SFT chat records.
 
     python examples/two_agents/train.py                 # built-in echo model, full dataset
     python examples/two_agents/train.py --smoke         # 4 tasks, checks the result, exits 1 if wrong
@@ -24,8 +25,11 @@ from planner_solver import DATASET, plan_and_solve
 import agentbolt
 from agentbolt.adapters import (
     MessagesAdapter,
+    Sample,
+    SampleAdapter,
     Triplet,
     TripletAdapter,
+    agent_counts,
     extract_model_calls,
     to_jsonl,
 )
@@ -41,15 +45,18 @@ class TrainingData:
     calls_by_agent: Counter[str]
     triplets: list[Triplet]
     sft_records: list[dict[str, Any]]
+    rl_samples: list[Sample]
 
 
 class CollectTrainingData(Algorithm):
     """Run the training set once and adapt the spans of the agent(s) ``agent_match``
-    selects: triplets (each call gets its rollout's final reward) and SFT records of
-    the calls whose rollout scored at least ``min_reward``. A learning algorithm (GRPO,
-    SFT) starts exactly like this, then updates the model with the data."""
+    selects: the RL samples GRPO trains on (only the selected agents' tokens carry loss),
+    triplets (each call gets its rollout's final reward) and SFT records of the calls
+    whose rollout scored at least ``min_reward``. A learning algorithm (GRPO, SFT) starts
+    exactly like this, then updates the model with the data."""
 
     def __init__(self, agent_match: str = "solver", min_reward: float = 1.0) -> None:
+        self.rl = SampleAdapter(agent_match=agent_match)
         self.triplets = TripletAdapter(reward_policy="final", agent_match=agent_match)
         self.sft = MessagesAdapter(agent_match=agent_match, min_reward=min_reward)
 
@@ -60,7 +67,8 @@ class CollectTrainingData(Algorithm):
             if r.status == RolloutStatus.SUCCEEDED:  # failed tries are not training data
                 spans.extend(await ctx.store.get_spans(r.rollout_id, "latest"))
         calls = Counter(c.agent_name or "(unnamed)" for c in extract_model_calls(spans))
-        return TrainingData([r.reward for r in rollouts], calls, self.triplets.adapt(spans), self.sft.adapt(spans))
+        return TrainingData([r.reward for r in rollouts], calls, self.triplets.adapt(spans), self.sft.adapt(spans),
+                            self.rl(spans))
 
 
 def train(base_url: str, model: str, dataset: list[dict[str, Any]], token_ids: bool = True) -> TrainingData:
@@ -82,6 +90,10 @@ def report(data: TrainingData, out_dir: Path) -> None:
     agents = Counter(t.agent_name for t in data.triplets)
     with_ids = sum(t.has_token_ids for t in data.triplets)
     print(f"triplets (agent_match='solver'): {len(data.triplets)} — agents {dict(agents)}, {with_ids} with token ids")
+    trained = {a: c["tokens_trained"] for a, c in sorted(agent_counts(data.rl_samples).items())}
+    print(f"RL samples (what GRPO(agent_match='solver') trains on): {len(data.rl_samples)} — tokens trained "
+          f"by agent {trained}")
+    to_jsonl((s.as_dict() for s in data.rl_samples), out_dir / "solver_rl_samples.jsonl")
     n_triplets = to_jsonl((t.model_dump() for t in data.triplets), out_dir / "solver_triplets.jsonl")
     n_records = to_jsonl(data.sft_records, out_dir / "solver_sft.jsonl")
     print(f"wrote {n_triplets} triplets and {n_records} SFT records (reward = 1) to {out_dir}")
@@ -96,6 +108,10 @@ def smoke_check(data: TrainingData, n_tasks: int) -> list[str]:
         problems.append(f"expected {n_tasks} solver-only triplets, got {[t.agent_name for t in data.triplets]}")
     if not all(t.has_token_ids for t in data.triplets):
         problems.append("some triplets have no token ids")
+    trained_agents = {c.agent_name for s in data.rl_samples for c in s.calls if c.trained}
+    if trained_agents != {"solver"} or len(data.rl_samples) != n_tasks:
+        problems.append(f"expected {n_tasks} RL samples training only the solver, got {len(data.rl_samples)} "
+                        f"training {sorted(map(str, trained_agents))}")
     if any(r is None for r in data.rewards):
         problems.append("some rollouts have no reward")
     return problems

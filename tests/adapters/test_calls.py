@@ -161,3 +161,27 @@ def test_two_identical_calls_through_the_gateway_stay_two() -> None:
         a.chat(f"client0000000000{i}", [user("roll a die")], "4")
         a.chat(f"gateway000000000{i}", [user("roll a die")], "4", extra=GATEWAY)
     assert [c.span_id for c in extract_model_calls(a.spans)] == ["gateway0000000001", "gateway0000000002"]
+
+
+def test_the_kept_gateway_call_takes_the_agent_name_of_its_client_twin() -> None:
+    # the bug this guards: the gateway span (kept) had no name, the client span (dropped) had it,
+    # so agent_match selected nothing on the path that trains
+    a = Attempt()
+    a.wrapper("w1", ["client00000000001"], metadata={"langgraph_node": "planner"})
+    a.chat("client00000000001", [user("plan")], "a plan", extra={"client.only": "kept"})
+    a.chat("gateway0000000001", [user("plan")], "a plan", extra=GATEWAY)
+    a.chat("client00000000002", [user("solve")], "42", agent="solver")
+    a.chat("gateway0000000002", [user("solve")], "42", extra={**GATEWAY, "agentbolt.agent.name": "from-header"})
+    first, second = extract_model_calls(a.spans)
+    assert (first.span_id, first.agent_name) == ("gateway0000000001", "planner")
+    assert first.attributes["client.only"] == "kept"  # the twin's attributes fill the gaps
+    assert first.attributes["agentbolt.llm.policy_version"] == 3  # the gateway's win
+    assert (second.span_id, second.agent_name) == ("gateway0000000002", "from-header")  # the gateway's own name wins
+
+
+def test_the_gateway_call_takes_token_ids_from_its_twin_when_it_has_none() -> None:
+    a = Attempt()
+    a.chat("client00000000001", [user("hi")], "hello")
+    a.chat("gateway0000000001", [user("hi")], "hello", token_ids=False, extra=GATEWAY)
+    (call,) = extract_model_calls(a.spans)
+    assert call.span_id == "gateway0000000001" and call.has_token_ids and call.token_ids_source == "engine"

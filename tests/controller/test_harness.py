@@ -67,7 +67,8 @@ async def test_program_environment(served: Served, tmp_path: Path) -> None:
         json.dump({{"argv": sys.argv[1:], **{{k: os.environ.get(k) for k in keys}}}}, open({str(out)!r}, "w"))
         open(os.environ["AGENTBOLT_REWARD_FILE"], "w").write("1")
     """)
-    harness = Harness(f"{PY} {prog} {{q}} --id={{rollout_id}}", server_url=served.url)
+    # unsandboxed: the program writes its view into the test's folder, and sees the server as it is
+    harness = Harness(f"{PY} {prog} {{q}} --id={{rollout_id}}", server_url=served.url, sandbox=False)
     [rollout] = await served.run(harness, [{"q": "two words", "n": 3}])
     assert rollout.status == RolloutStatus.SUCCEEDED and rollout.reward == 1.0
     env = json.loads(out.read_text())
@@ -87,7 +88,7 @@ async def test_the_scoped_token_reaches_only_its_own_attempt(served: Served, tmp
         json.dump(dict(os.environ), open({str(out)!r}, "w"))
         open(os.environ["AGENTBOLT_REWARD_FILE"], "w").write("1")
     """)
-    [rollout, other] = await served.run(Harness([PY, prog], server_url=served.url), [{"i": 1}, {"i": 2}])
+    [rollout, other] = await served.run(Harness([PY, prog], server_url=served.url, sandbox=False), [{"i": 1}, {"i": 2}])
     token = json.loads(out.read_text())["OPENAI_API_KEY"]
     env_rollout = json.loads(out.read_text())["AGENTBOLT_ROLLOUT_ID"]
     victim = other if env_rollout == rollout.rollout_id else rollout
@@ -168,7 +169,8 @@ async def test_infrastructure_failures_are_retried_never_scored(served: Served, 
         open(os.environ["AGENTBOLT_REWARD_FILE"], "w").write("1")
     """)
     config = RolloutConfig(max_attempts=3)
-    [rollout] = await served.run(Harness([PY, prog], server_url=served.url, timeout=1.0), [{"q": 1}], config=config)
+    harness = Harness([PY, prog], server_url=served.url, timeout=1.0, sandbox=False)  # a marker on the host
+    [rollout] = await served.run(harness, [{"q": 1}], config=config)
     assert rollout.status == RolloutStatus.SUCCEEDED and rollout.attempt_count == 2 and rollout.reward == 1.0
     first, second = await served.store.query_attempts(rollout.rollout_id)
     assert first.status == AttemptStatus.FAILED and first.error.retryable is True
@@ -192,7 +194,8 @@ async def test_the_rollouts_own_timeout_stops_the_program_too(served: Served, tm
         time.sleep(60)
     """)
     config = RolloutConfig(timeout_seconds=1.0, max_attempts=1)
-    [rollout] = await served.run(Harness([PY, prog], server_url=served.url), [{"q": 1}], config=config)
+    harness = Harness([PY, prog], server_url=served.url, sandbox=False)  # its pid, as the host sees it
+    [rollout] = await served.run(harness, [{"q": 1}], config=config)
     assert rollout.status == RolloutStatus.FAILED
     [attempt] = await served.store.query_attempts(rollout.rollout_id)
     assert attempt.status == AttemptStatus.TIMEOUT
@@ -266,7 +269,7 @@ async def test_a_runner_over_http_finds_the_server_by_itself(served: Served, tmp
     """)
     [created] = await served.store.enqueue_rollouts([RolloutCreate(input={"q": 1})])
     remote = HttpStore(served.url, token=ADMIN)
-    await Runner(Harness([PY, prog]), store=remote, poll_interval=0.05).run(stop_when_idle=True)
+    await Runner(Harness([PY, prog], sandbox=False), store=remote, poll_interval=0.05).run(stop_when_idle=True)
     await remote.close()
     rollout = await served.store.get_rollout(created.rollout_id)
     assert rollout.status == RolloutStatus.SUCCEEDED and rollout.reward == 0.5

@@ -110,7 +110,7 @@ async def test_twenty_unmodified_programs_through_the_gateway(fake_llm: FakeOpen
     with serve_in_thread(store, admin_token=ADMIN, gateway=gateway) as server:
         harness = Harness(
             [PY, program, str(logs)], evaluator=[PY, evaluator], timeout=3.0, concurrency=CONCURRENCY,
-            server_url=server,
+            server_url=server, sandbox=False,  # the programs log into the test's folder
         )
         config = RolloutConfig(max_attempts=3)
         created = await store.enqueue_rollouts(

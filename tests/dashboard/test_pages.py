@@ -86,13 +86,14 @@ def test_rollout_detail_shows_attempts_waterfall_and_model_calls(page: Any, serv
     names = rows.all_inner_texts()
     assert any(n.startswith("plan") for n in names) and any(n.startswith("check") for n in names), names
     expect(page.get_by_test_id("waterfall-reward")).to_have_count(2)  # format, then the returned reward
-    # the gateway recorded the model call without a parent: it sits in the rollout by time, tagged so
+    # the tracer sent the caller's traceparent with the call, so the gateway recorded it under
+    # the span that made it: a true child inside the rollout, not one placed by time
     call_row = page.locator("[data-testid=waterfall-row][data-kind=llm]")
     expect(call_row).to_have_count(1)
-    expect(call_row).to_have_attribute("data-placed", "by_time")
-    expect(call_row.locator(".wf-name")).to_have_css("padding-left", "14px")  # depth 1: inside agentbolt.rollout
-    expect(call_row.get_by_test_id("placed-by-time")).to_have_text("by time")
-    assert call_row.get_by_test_id("placed-by-time").get_attribute("title").startswith("Placed by time")
+    assert call_row.get_attribute("data-placed") is None
+    expect(call_row.get_by_test_id("placed-by-time")).to_have_count(0)
+    padding = call_row.locator(".wf-name").evaluate("e => parseFloat(getComputedStyle(e).paddingLeft)")
+    assert padding >= 14  # depth 1 or more: inside agentbolt.rollout
     assert rows.first.get_attribute("data-placed") is None  # agentbolt.rollout: a true root
     rows.filter(has_text="plan").first.click()
     expect(page.get_by_test_id("span-details")).to_contain_text("agentbolt.operation")
@@ -107,6 +108,30 @@ def test_rollout_detail_shows_attempts_waterfall_and_model_calls(page: Any, serv
     # the first attempt: no model call (it failed before asking)
     attempts.first.click()
     expect(page.get_by_test_id("tab-calls")).to_contain_text("(0)")
+
+
+def answering_agent(task: Any) -> str:
+    """Emits its reward and returns its answer (Agent Lightning's guides do this)."""
+    import agentbolt
+
+    agentbolt.emit_reward(1.0)
+    return f"the capital is {task['capital']}"
+
+
+def test_the_rollout_page_shows_what_the_agent_returned(page: Any, tmp_path: Any) -> None:
+    import agentbolt
+    from agentbolt.algorithms import Evaluate
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "answers.db"
+    trainer = agentbolt.Trainer(algorithm=Evaluate(show=False, progress=False), store=f"sqlite:///{path}")
+    with ThreadPoolExecutor(1) as pool:  # Playwright's event loop runs in this thread
+        result = pool.submit(trainer.fit, answering_agent, [{"capital": "Paris"}]).result()
+    (row,) = result.rows
+    with serve_in_thread(SqliteStore(path), admin_token=TOKEN) as url:
+        page.goto(f"{url}/rollouts/{row.rollout_id}")
+        expect(page.get_by_test_id("rollout-output")).to_have_text("the capital is Paris")
 
 
 def test_a_rollout_id_in_the_address_opens_its_page(page: Any, server: str, filled: FilledStore) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from agentbolt.runner import LitAgent, Runner, as_agent, rollout
-from agentbolt.runner.agent import AgentParameterError, reward_from_result
+from agentbolt import semconv
+from agentbolt.runner.agent import AgentParameterError, reward_from_result, split_result
 from agentbolt.store.memory import MemoryStore
 from agentbolt.tracing import emit_reward
 from agentbolt.types import LLM, JsonResource, PromptTemplate, Rollout, RolloutMode, RolloutStatus
@@ -220,16 +221,16 @@ def test_things_that_are_not_agents_are_refused() -> None:
 
 
 # --------------------------------------------------------------------------- results
-def test_reward_from_result() -> None:
-    assert reward_from_result(None) is None
-    assert reward_from_result(1) == 1.0
-    assert reward_from_result(0.5) == 0.5
-    with pytest.raises(TypeError, match="return a number"):
-        reward_from_result("yes")
-    with pytest.raises(TypeError):
-        reward_from_result(True)
+def test_a_number_is_the_reward_anything_else_is_the_output() -> None:
+    assert split_result(None) == (None, None)
+    assert split_result(1) == (1.0, None)
+    assert split_result(0.5) == (0.5, None)
+    assert split_result("the answer") == (None, "the answer")
+    assert split_result({"answer": 3}) == (None, {"answer": 3})
+    assert split_result(True) == (None, True)  # a bool is not a reward
+    assert reward_from_result("yes") is None and reward_from_result(2) == 2.0
     with pytest.raises(ValueError, match="non-finite"):
-        reward_from_result(float("nan"))
+        split_result(float("nan"))
 
 
 async def test_returning_none_keeps_emitted_rewards(store: MemoryStore) -> None:
@@ -240,8 +241,15 @@ async def test_returning_none_keeps_emitted_rewards(store: MemoryStore) -> None:
     assert done.reward == 1.0
 
 
-async def test_returning_something_else_fails_with_advice(store: MemoryStore) -> None:
-    done = await run_one(store, lambda task: "the answer", 1)
-    assert done.status == RolloutStatus.FAILED
-    attempt = (await store.query_attempts(done.rollout_id))[0]
-    assert attempt.error is not None and "return a number" in attempt.error.message
+async def test_returning_an_answer_keeps_it_as_the_output(store: MemoryStore) -> None:
+    """The Agent Lightning article's pattern: emit the reward, return the answer."""
+
+    def agent(task: Any) -> str:
+        emit_reward(0.5)
+        return "the answer"
+
+    done = await run_one(store, agent, 1)
+    assert done.status == RolloutStatus.SUCCEEDED and done.reward == 0.5
+    spans = await store.get_spans(done.rollout_id, "latest")
+    assert semconv.output_of(spans) == (True, "the answer")
+    assert [s.name for s in spans].count(semconv.REWARD_SPAN) == 1

@@ -157,13 +157,20 @@ async def test_agent_names_split_the_calls_of_a_two_agent_rollout(
     assert [name for name, _ in by_agent] == ["planner", "solver", "solver"]
 
 
-async def test_the_opentelemetry_global_provider_is_left_alone(tracer: Tracer) -> None:
+async def test_global_opentelemetry_spans_are_recorded_unless_switched_off(
+    tracer: Tracer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A started tracer makes the global provider agentbolt's (none was set), so spans of
+    the global OpenTelemetry API inside an attempt are recorded (tests/compat has the
+    end-to-end check); ``AGENTBOLT_GLOBAL_OTEL=0`` leaves the global provider alone."""
     from opentelemetry import trace
 
+    from agentbolt.tracing.global_otel import ENV_SWITCH, record_global_spans
     from agentbolt.tracing.processor import shared_provider
 
-    assert trace.get_tracer_provider() is not shared_provider()
-    assert tracer.otel_tracer is not None
+    assert trace.get_tracer_provider() is shared_provider()
+    monkeypatch.setenv(ENV_SWITCH, "0")
+    assert record_global_spans() is False
 
 
 def test_auto_instrumentation_covers_the_installed_libraries(tracer: Tracer) -> None:

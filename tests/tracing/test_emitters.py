@@ -59,6 +59,51 @@ async def test_a_number_with_keyword_rewards_stays_primary(store: MemoryStore, t
     assert reward.attributes["agentbolt.rewards.fmt"] == 1.0
 
 
+async def test_options_are_never_rewards(store: MemoryStore, tracer: Tracer) -> None:
+    """Agent Lightning's keyword options (propagate, attributes, primary_key) are options:
+    ``emit_reward(0.5, propagate=True)`` records one reward, not a second one named
+    ``propagate``."""
+
+    def body() -> None:
+        tr.emit_reward(0.5, propagate=True, attributes={"tag": "fast"})
+        tr.emit_reward({"acc": 1.0, "fmt": 0.0}, primary_key="acc")
+
+    spans = await record(store, tracer, body)
+    first, second = named(spans, semconv.REWARD_SPAN)
+    assert {k: v for k, v in first.attributes.items() if k.startswith(semconv.REWARD_PREFIX)} == {
+        "agentbolt.rewards.reward": 0.5
+    }
+    assert first.attributes["tag"] == "fast"
+    assert second.attributes[semconv.REWARD_PRIMARY] == "acc"
+
+
+async def test_propagate_false_builds_one_reward_without_recording_it(store: MemoryStore, tracer: Tracer) -> None:
+    built = []
+    spans = await record(store, tracer, lambda: built.append(tr.emit_reward(0.5, propagate=False)))
+    assert named(spans, semconv.REWARD_SPAN) == []  # as in Agent Lightning: not sent to the trace
+    (span,) = built
+    rewards = {k: v for k, v in span.attributes.items() if k.startswith(semconv.REWARD_PREFIX)}
+    assert rewards == {"agentbolt.rewards.reward": 0.5}
+    assert semconv.primary_reward(span.name, span.attributes) == 0.5
+
+
+@pytest.mark.parametrize("call", [
+    lambda: tr.emit_reward({"propagate": 1.0}),
+    lambda: tr.emit_reward(acc=1.0, attributes=0.5),  # type: ignore[arg-type]
+    lambda: tr.emit_reward(0.5, propagate=0),  # type: ignore[arg-type]
+])
+async def test_a_reward_named_like_an_option_is_refused(store: MemoryStore, tracer: Tracer, call) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises((ValueError, TypeError), match="option"):
+        await record(store, tracer, call)
+
+
+async def test_the_output_span_holds_the_answer(store: MemoryStore, tracer: Tracer) -> None:
+    spans = await record(store, tracer, lambda: tr.emit_output({"answer": "Paris"}))
+    (out,) = named(spans, semconv.OUTPUT_SPAN)
+    assert out.attributes[semconv.OUTPUT_TYPE] == "dict"
+    assert semconv.output_of(spans) == (True, {"answer": "Paris"})
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs", "error", "says"),
     [

@@ -62,6 +62,7 @@ from agentbolt.algorithms.apo.textual_gradient import (
 )
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
 from agentbolt.algorithms.evaluate import EvaluationResult
+from agentbolt.algorithms.failures import FailedStepsWatch, check_evaluation
 from agentbolt.algorithms.gateway_access import ensure_gateway_llm
 from agentbolt.types import LLM, PromptTemplate, Rollout, RolloutMode
 
@@ -147,6 +148,7 @@ class APO(Algorithm):
         self.critic = _check_model_spec(critic, "critic")
         self.editor = _check_model_spec(editor, "editor") if editor is not None else None
         self.console = console or Console(stderr=True)
+        self._failed_steps = FailedStepsWatch(self.config.max_failed_steps, "APO")
         self.best_prompt: PromptTemplate | None = None
         self.result: APOResult | None = None
 
@@ -331,8 +333,9 @@ class APO(Algorithm):
         jobs: list[tuple[Candidate, list[str]]] = []
         train_rewards: list[float] = []
         idle_parents = 0
-        for parent, indices, handles in batches:
-            done = await self._wait(run, handles)
+        waited = [(parent, indices, await self._wait(run, handles)) for parent, indices, handles in batches]
+        await self._failed_steps.check(ctx.store, [x for _, _, done in waited for x in done], f"round {r}")
+        for parent, indices, done in waited:
             failures: list[tuple[float, int, Rollout]] = []
             for pos, (i, rollout) in enumerate(zip(indices, done, strict=True)):
                 if is_scored(rollout):
@@ -419,8 +422,10 @@ class APO(Algorithm):
             handles = await run.ctx.enqueue(items, RolloutMode.VAL, resources_version=c.resources_version,
                                             metadata={"apo": {"candidate_id": c.candidate_id, "round": c.round}})
             pending.append((c, handles))
-        for c, handles in pending:
-            done = await self._wait(run, handles)
+        waited = [(c, await self._wait(run, handles)) for c, handles in pending]
+        await check_evaluation(run.ctx.store, [r for _, done in waited for r in done],
+                               f"APO validation of {len(waited)} candidate(s)")
+        for c, done in waited:
             run.rollouts[c.candidate_id] = done
             c.val_scores = {i: float(r.reward) for i, r in zip(run.val_indices, done, strict=True)  # type: ignore[arg-type]
                             if is_scored(r)}
@@ -441,6 +446,7 @@ class APO(Algorithm):
             handles = await run.ctx.enqueue(run.val, RolloutMode.VAL, resources_version=c.resources_version,
                                             metadata={"apo": {"candidate_id": c.candidate_id, "eval": True}})
             rollouts = await self._wait(run, handles)
+        await check_evaluation(run.ctx.store, rollouts, f"APO validation, {what}")
         result = await evaluation_result(run.ctx, rollouts, self.config.success_threshold)
         mean = "n/a" if result.mean_reward is None else f"{result.mean_reward:.3f}"
         rate = "n/a" if result.success_rate is None else f"{result.success_rate:.1%}"

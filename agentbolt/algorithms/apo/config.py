@@ -66,6 +66,9 @@ class APOConfig(BaseModel):
     """Metric sinks: jsonl, store, tensorboard, wandb, mlflow."""
     rollout_timeout: float | None = Field(None, gt=0, description="Seconds to wait for a batch of rollouts.")
     progress: bool = True
+    max_failed_steps: int = Field(3, ge=0)
+    """Stop (NoSuccessfulRolloutsError, naming the most common failure) after this many
+    rounds in a row whose training batches had no successful rollout; 0 never stops."""
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> APOConfig:

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentbolt.algorithms.apo.candidates import Candidate
+from agentbolt.algorithms.progress import ConsoleProgress
 
 __all__ = ["round_progress", "round_table"]
 
@@ -34,24 +35,13 @@ def round_table(r: int, beam: Sequence[Candidate], new: Sequence[Candidate]) -> 
 
 @contextlib.contextmanager
 def round_progress(console: Console, total: int, done: int, enabled: bool) -> Iterator[Callable[[Any], None]]:
-    """A progress bar over the rounds; yields ``advance(record)`` (a no-op when disabled or nothing is left)."""
-    if not enabled or done >= total:
-        yield lambda record: None
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    with Progress(TextColumn("[bold]APO rounds"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=console, transient=True) as bar:
-        task = bar.add_task("", total=total, completed=done)
+    """Progress over the rounds (a bar on a terminal, a plain line per round elsewhere);
+    yields ``advance(record)``."""
+    with ConsoleProgress(console, "APO rounds", total, done=done, unit="round",
+                         enabled=enabled and done < total) as bar:
 
         def advance(record: Any) -> None:
             best = record.metrics.get("best_mean_val")
-            bar.update(task, advance=1, description="" if best is None else f"best {best:.3f}")
+            bar.update(record.round, "" if best is None else f"best {best:.3f}", force=True)
 
         yield advance

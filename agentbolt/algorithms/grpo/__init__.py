@@ -1,6 +1,8 @@
 """GRPO for multi-call agents: :class:`GRPO` (the algorithm, :mod:`.algorithm`) and its parts.
 
-* :mod:`.samples` — one rollout's model calls → training samples by exact token prefix.
+* :mod:`.policies` — :class:`GRPOPolicies`: several policies (one LoRA per agent) in one run.
+* the samples it trains on come from :class:`agentbolt.adapters.SampleAdapter` (exact
+  token prefix, ``agent_match``); ``Sample`` and ``RolloutSamples`` are re-exported here.
 * :mod:`.advantages` — rollout-level group advantages; all-equal groups dropped.
 * :mod:`.loss` — PPO-clipped, importance-corrected loss normalised per rollout (torch).
 * :mod:`.staleness` — the maximum policy lag of async training.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentbolt.adapters.samples import RolloutSamples, Sample
 from agentbolt.algorithms.grpo.advantages import (
     Advantages,
     GroupMember,
@@ -25,14 +28,9 @@ from agentbolt.algorithms.grpo.advantages import (
 )
 from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOResult, NoGatewayError
 from agentbolt.algorithms.grpo.config import GRPOConfig, LoraSettings
-from agentbolt.algorithms.grpo.samples import (
-    POLICY_VERSION,
-    RolloutSamples,
-    Sample,
-    build_samples,
-    samples_from_spans,
-)
+from agentbolt.algorithms.grpo.policies import GRPOPolicies
 from agentbolt.algorithms.grpo.staleness import StalenessSplit, policy_lag, split_stale
+from agentbolt.tracing.names import LLM_POLICY_VERSION as POLICY_VERSION
 
 if TYPE_CHECKING:
     from agentbolt.algorithms.grpo.loss import (
@@ -47,6 +45,7 @@ __all__ = [
     "Advantages",
     "GRPOConfig",
     "GRPOLossOutput",
+    "GRPOPolicies",
     "GRPOResult",
     "GroupMember",
     "LoraSettings",
@@ -55,13 +54,11 @@ __all__ = [
     "Sample",
     "StalenessSplit",
     "apply_advantages",
-    "build_samples",
     "compute_advantages",
     "group_advantages",
     "grpo_loss",
     "per_rollout_mean",
     "policy_lag",
-    "samples_from_spans",
     "split_stale",
 ]
 

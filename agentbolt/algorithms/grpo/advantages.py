@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agentbolt.algorithms.grpo.samples import Sample
+from agentbolt.adapters.samples import Sample
 from agentbolt.types import Rollout, RolloutStatus
 
 __all__ = ["Advantages", "GroupMember", "apply_advantages", "compute_advantages", "group_advantages"]

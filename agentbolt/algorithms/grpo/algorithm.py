@@ -6,7 +6,9 @@ One step, in the order the code runs it (:meth:`GRPO._step`):
    groups of ``group_size`` rollouts each (sync: a fresh batch; async: the first to
    finish, the rest keep running);
 2. **samples** — each finished rollout's model calls (recorded by the gateway with the
-   engine's token ids) are merged by exact prefix into samples (:mod:`.samples`);
+   engine's token ids) are merged by exact prefix into samples by
+   :class:`~agentbolt.adapters.SampleAdapter` (what ``Trainer.dev`` previews); with
+   ``agent_match`` only the matched agents' tokens carry loss;
 3. **advantages** — A_i = r_i − mean(r of its group), per rollout, copied to its samples;
    groups whose rewards are all equal are dropped, failed rollouts never enter
    (:mod:`.advantages`); rollouts staler than ``max_policy_lag`` are dropped (:mod:`.staleness`);
@@ -35,8 +37,15 @@ from typing import Any
 
 from rich.console import Console
 
+from agentbolt.adapters.samples import (
+    RolloutSamples,
+    Sample,
+    SampleAdapter,
+    agent_counts,
+)
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
 from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult, success_gain
+from agentbolt.algorithms.failures import FailedStepsWatch
 from agentbolt.algorithms.gateway_access import (
     engine_weights,
     ensure_gateway_llm,
@@ -51,8 +60,17 @@ from agentbolt.algorithms.grpo.advantages import (
 )
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
-from agentbolt.algorithms.grpo.samples import RolloutSamples, Sample, samples_from_spans
-from agentbolt.algorithms.grpo.staleness import split_stale
+from agentbolt.algorithms.grpo.onpolicy import (
+    TRAIN_SAMPLING,
+    OffPolicySamplingError,
+    force_training_sampling,
+    off_policy_calls,
+    refusal,
+)
+from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
+from agentbolt.algorithms.progress import ConsoleProgress
+from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
+from agentbolt.algorithms.serving import engine_info, policy_device
 
 __all__ = ["GRPO", "GRPOResult", "NoGatewayError"]
 
@@ -60,7 +78,7 @@ log = logging.getLogger("agentbolt.algorithms.grpo")
 
 
 RL_SAMPLING: dict[str, dict[str, float]] = {
-    "train": {"temperature": 1.0, "top_p": 1.0},
+    "train": dict(TRAIN_SAMPLING),
     "val": {"temperature": 0.0},
     "test": {"temperature": 0.0},
 }
@@ -110,14 +128,16 @@ class GRPO(Algorithm):
         self.tokenizer = tokenizer
         self.console = console or Console(stderr=True)
         self.policy: Any = None
+        self.adapter = SampleAdapter(self.config.agent_match)
+        """Spans → the samples GRPO trains on (``Trainer.dev`` previews the same)."""
 
     # ------------------------------------------------------------------ setup
-    def _make_policy(self, control: Any) -> Any:
+    def _make_policy(self, control: Any, device: str | None = None) -> Any:
         from agentbolt.algorithms.grpo.policy import Policy
 
         cfg = self.config
         kw = {"lora": cfg.lora, "dtype": cfg.dtype, "gradient_checkpointing": cfg.gradient_checkpointing,
-              "keep_reference": cfg.kl_coef > 0 or cfg.log_kl}
+              "keep_reference": cfg.kl_coef > 0 or cfg.log_kl, "device": device or policy_device(cfg.device, None)}
         if isinstance(self.model, Policy):
             return self.model
         if isinstance(self.model, (str, Path)):
@@ -144,20 +164,19 @@ class GRPO(Algorithm):
         """Adjust the run's :class:`~agentbolt.gateway.GatewayConfig` before the gateway
         starts (``Trainer`` calls this, wherever the gateway will run).
 
-        Training calls must sample at temperature 1 without top-p/top-k: the engine's
-        logprobs are those of the raw distribution, and the importance ratio needs the
-        distribution the tokens were drawn from. Validation is greedy. Set for each mode
-        the config says nothing about; a contrary training setting is warned about. Calls
-        arriving during a weight swap are held rather than turned away."""
+        Training calls must be drawn from the raw distribution the engine reports logprobs
+        of (:mod:`.onpolicy`): temperature and top-p are forced to 1 and every other field
+        that reshapes it (top-k, min-p, penalties, logit bias...) is removed, over any
+        contrary setting (warned about). Validation is greedy unless the config says
+        otherwise. Calls arriving during a weight swap are held rather than turned away."""
         if config.pause_hold_s == 0:  # agents wait out a weight swap instead of getting 429s
             config.pause_hold_s = 60.0
         for mode, forced in RL_SAMPLING.items():
             current = config.sampling.get(mode)
             if current is None:
                 config.sampling[mode] = dict(forced)
-            elif mode == "train" and any(current.get(k, v) != v for k, v in forced.items()):
-                log.warning("the gateway forces %s on training calls; GRPO's importance ratios assume %s "
-                            "(sampling-time logprobs are those of the untempered distribution)", current, forced)
+            elif mode == "train":
+                config.sampling[mode] = force_training_sampling(current)
 
     # ------------------------------------------------------------------ run
     async def run(self, ctx: AlgorithmContext) -> GRPOResult:
@@ -171,8 +190,12 @@ class GRPO(Algorithm):
         run_dir = Path(cfg.run_dir or f"runs/grpo-{time.strftime('%Y%m%d-%H%M%S')}")
         run_dir.mkdir(parents=True, exist_ok=True)
         run_id = cfg.run_name or run_dir.name
-        self.policy = policy = await asyncio.to_thread(self._make_policy, control)
-        update = PolicyUpdate(policy, cfg)
+        self._failed_steps = FailedStepsWatch(cfg.max_failed_steps, "GRPO")
+        info = await engine_info(control)
+        self.policy = policy = await asyncio.to_thread(self._make_policy, control, policy_device(cfg.device, info))
+        self._sync = sync = PolicySync(control, policy, info, cfg, run_dir)
+        update = PolicyUpdate(policy, cfg, recompute_old=sync.recompute_old)
+        self.console.print(f"[bold]GRPO[/]: {sync.describe(policy)}")
         scheduler = GroupScheduler(ctx, ctx.train_dataset or [], group_size=cfg.group_size, in_flight=cfg.in_flight,
                                    shuffle=cfg.shuffle, seed=cfg.seed, timeout=cfg.rollout_timeout)
         checkpoints = CheckpointManager(run_dir, keep=cfg.keep_checkpoints)
@@ -189,11 +212,13 @@ class GRPO(Algorithm):
             scheduler.restore(found.state["scheduler"])
             await scheduler.cancel_lost()
             step = found.step
-            version = await control.update_weights(**policy.engine_update(), version=found.state.get("policy_version"))
+            version = await sync.resume(found.state, update.steps)
             dist.broadcast_object({"resume": str(found.path)})
             self.console.print(f"[bold]GRPO[/]: resumed from {found.path} (step {step}, policy version {version})")
-        elif dist.is_distributed():  # every rank starts from rank 0's weights (a fresh LoRA init is random)
-            dist.broadcast_object({"weights": policy.trainable_state()})
+        else:
+            sync.start(version, update.steps)
+            if dist.is_distributed():  # every rank starts from rank 0's weights (a fresh LoRA init is random)
+                dist.broadcast_object({"weights": policy.trainable_state()})
         try:
             if cfg.eval_before and ctx.val_dataset and found is None:
                 result.before = await self._evaluate(ctx, "before training")
@@ -214,7 +239,8 @@ class GRPO(Algorithm):
                     if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
                         await asyncio.to_thread(
                             checkpoints.save, step, policy.trainable_state(), update.state_dict(),
-                            {"policy_version": version, "scheduler": scheduler.state(), "run_id": run_id},
+                            {"policy_version": version, "scheduler": scheduler.state(), "run_id": run_id,
+                             **sync.state()},
                         )
                     progress(step, values)
             result.steps = step
@@ -256,6 +282,7 @@ class GRPO(Algorithm):
             if "weights" in message:
                 policy.load_trainable_state(message["weights"])
                 continue
+            update.recompute_old = bool(message.get("recompute_old", update.recompute_old))
             await asyncio.to_thread(update.step, message["samples"], current_version=message["version"])
 
     # ------------------------------------------------------------------ one step
@@ -266,8 +293,10 @@ class GRPO(Algorithm):
         groups = await scheduler.next_batch(cfg.tasks_per_step, version)
         t_sampled = time.perf_counter()
         await control.flush()
+        await self._failed_steps.check(ctx.store, [r for g in groups for r in g.rollouts], step)
         batch = await self._collect(ctx, groups)
         values: dict[str, Any] = {"policy_version": version, **batch.metrics(cfg.success_threshold)}
+        values.update(await sandbox_metrics(ctx.store, [r.rollout_id for g in groups for r in g.rollouts]))
         advantages = compute_advantages(batch.members, scale_std=cfg.scale_std, leave_one_out=cfg.leave_one_out)
         samples = apply_advantages(batch.samples, advantages)
         A = list(advantages.by_rollout.values())
@@ -276,20 +305,22 @@ class GRPO(Algorithm):
             "rollouts/failed": advantages.failed_rollouts, "advantage/mean": _mean(A), "advantage/std": _std(A),
             "advantage/abs_mean": _mean([abs(a) for a in A]),
         })
-        lag = version if version is not None else 0
-        split = split_stale(samples, lag, cfg.max_policy_lag) if version is not None else None
+        split = self._sync.split(samples, version)
         if split is not None:
             samples = split.fresh
-            values.update({"staleness/max_lag": split.max_lag, "staleness/dropped_rollouts": len(split.stale_rollouts)})
+            values.update({"staleness/max_lag": split.max_lag, "staleness/dropped_rollouts": len(split.stale_rollouts),
+                           "staleness/unknown_version_rollouts": len(split.unknown_rollouts)})
         values["samples/trained"] = len(samples)
+        for agent, counts in agent_counts(samples).items():
+            values.update({f"agents/{agent}/{key}": n for key, n in counts.items()})
         t_update = time.perf_counter()
         if samples:
-            dist.broadcast_object({"samples": samples, "version": version})
+            dist.broadcast_object({"samples": samples, "version": version, "recompute_old": update.recompute_old})
             stats = await asyncio.to_thread(update.step, samples, current_version=version)
             values.update(stats.as_metrics())
             t_sync = time.perf_counter()
-            new_version = None if version is None else version + 1
-            version = await control.update_weights(**policy.engine_update(), version=new_version)
+            version, published = await self._sync.publish(version, update.steps, probe_of(samples))
+            values.update(published)
             values["time/sync_s"] = time.perf_counter() - t_sync
         elif advantages.by_rollout:
             log.warning("step %d: every rollout with signal was staler than max_policy_lag=%d: no update",
@@ -310,7 +341,15 @@ class GRPO(Algorithm):
                 batch.rewards.append(r.reward)
                 if member.failed:
                     continue
-                found = await _rollout_samples(ctx, r.rollout_id)
+                try:
+                    found = await _rollout_samples(ctx, r.rollout_id, self.adapter)
+                except OffPolicySamplingError as exc:  # sampled otherwise than the ratio assumes
+                    if not batch.off_policy:
+                        log.warning("%s", exc)
+                    batch.off_policy += 1
+                    if not batch.per_rollout and batch.off_policy == sum(len(x.rollouts) for x in groups):
+                        raise  # every rollout of the step: the gateway is set up wrong, say so
+                    continue
                 if found is None:
                     batch.no_calls += 1
                     continue
@@ -320,30 +359,20 @@ class GRPO(Algorithm):
         return batch
 
     async def _evaluate(self, ctx: AlgorithmContext, when: str) -> EvaluationResult:
-        result = await Evaluate("val", threshold=self.config.success_threshold, show=False).run(ctx)
+        result = await Evaluate("val", threshold=self.config.success_threshold, show=False, console=self.console,
+                                progress=self.config.progress and dist.is_main(),
+                                label=f"GRPO held-out {when}").run(ctx)
         self.console.print(f"[bold]GRPO[/] held-out {when}: {result.headline()}")
         return result
 
     @contextlib.contextmanager
     def _progress(self, total: int, done: int) -> Any:
-        if not self.config.progress or not dist.is_main():
-            yield lambda step, values: None
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        with Progress(TextColumn("[bold]GRPO"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TimeRemainingColumn(), TextColumn("{task.description}"), console=self.console) as bar:
-            task = bar.add_task("", total=total, completed=done)
+        """A bar on a terminal; elsewhere (CI, nohup) one plain line per step."""
+        enabled = self.config.progress and dist.is_main()
+        with ConsoleProgress(self.console, "GRPO", total, done=done, unit="step", enabled=enabled) as bar:
 
             def advance(step: int, values: dict[str, Any]) -> None:
-                bar.update(task, advance=1, description=_describe(values))
+                bar.update(step, _describe(values), force=True)
                 log.info("step %d (policy version %s): %s", step, values.get("policy_version"), _describe(values))
 
             yield advance
@@ -356,6 +385,8 @@ class _Batch:
     per_rollout: list[RolloutSamples] = field(default_factory=list)
     rewards: list[float | None] = field(default_factory=list)
     no_calls: int = 0
+    off_policy: int = 0
+    """Rollouts refused because a training call was sampled otherwise than the ratio assumes."""
 
     def metrics(self, threshold: float) -> dict[str, Any]:
         scored = [r for r in self.rewards if r is not None]
@@ -366,6 +397,7 @@ class _Batch:
             "reward/mean": _mean(scored), "reward/std": _std(scored),
             "success_rate": _mean([1.0 if r >= threshold else 0.0 for r in scored]),
             "rollouts/total": len(self.rewards), "rollouts/no_model_calls": self.no_calls,
+            "rollouts/off_policy_sampling": self.off_policy,
             "samples/total": len(self.samples),
             "samples/per_rollout": len(self.samples) / len(self.per_rollout) if self.per_rollout else None,
             "calls/per_rollout": _mean(calls), "merge/misses": misses,
@@ -373,7 +405,8 @@ class _Batch:
         }
 
 
-async def _rollout_samples(ctx: AlgorithmContext, rollout_id: str, patience: float = 2.0) -> RolloutSamples | None:
+async def _rollout_samples(ctx: AlgorithmContext, rollout_id: str, adapter: SampleAdapter,
+                           patience: float = 2.0) -> RolloutSamples | None:
     """The samples of a finished rollout's latest attempt; None when it made no model call
     (its spans are given ``patience`` seconds to arrive)."""
     from agentbolt.adapters.calls import extract_model_calls
@@ -382,7 +415,10 @@ async def _rollout_samples(ctx: AlgorithmContext, rollout_id: str, patience: flo
     while True:
         spans = await ctx.store.get_spans(rollout_id, "latest")
         if any(not c.failed for c in extract_model_calls(spans)):
-            found = samples_from_spans(spans)
+            found = adapter.adapt(spans)
+            mismatched = off_policy_calls(spans, [i for s in found[-1].samples for i in s.span_ids]) if found else {}
+            if mismatched:
+                raise OffPolicySamplingError(refusal(rollout_id, mismatched))
             return found[-1] if found else None
         if time.monotonic() > deadline:
             return None
@@ -401,7 +437,8 @@ async def _cancel_pending(ctx: AlgorithmContext, scheduler: GroupScheduler) -> N
 
 def _describe(values: dict[str, Any]) -> str:
     parts = []
-    for key, label, fmt in (("reward/mean", "reward", "{:.3f}"), ("success_rate", "success", "{:.0%}"),
+    for key, label, fmt in (("rollouts/total", "rollouts", "{:d}"),
+                            ("reward/mean", "reward", "{:.3f}"), ("success_rate", "success", "{:.0%}"),
                             ("train/loss", "loss", "{:+.4f}"), ("merge/rate", "merge", "{:.0%}"),
                             ("val/success_rate", "val", "{:.0%}"), ("time/step_s", "step", "{:.0f}s")):
         v = values.get(key)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from agentbolt.algorithms.grpo.samples import Sample
+from agentbolt.adapters.samples import Sample
 
 __all__ = ["MIN_SHARED_PREFIX", "TrainBatch", "collate", "group_by_rollout", "micro_batches", "shared_prefix"]
 

@@ -12,6 +12,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentbolt.adapters.match import agent_matcher
+
 __all__ = ["GRPOConfig", "LoraSettings"]
 
 
@@ -45,6 +47,10 @@ class GRPOConfig(BaseModel):
     max_policy_lag: int = Field(1, ge=0, description="async: drop rollouts with tokens older than this many versions.")
     shuffle: bool = True
     seed: int = 0
+    agent_match: str | None = None
+    """A regular expression on the agent name (``re.search``): only the matched agents'
+    tokens carry loss; the other agents' calls stay in the rollout (its reward counts,
+    their tokens are context) and train nothing. None: every call is trained."""
 
     # --- advantages
     scale_std: bool = False
@@ -68,8 +74,29 @@ class GRPOConfig(BaseModel):
     lora: LoraSettings | None = Field(default_factory=LoraSettings)
     """A LoRA adapter to train; ``None`` trains every weight."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """``auto``: bfloat16 on GPUs that support it, float32 on CPU."""
+    """The trainer's compute dtype. ``auto``: bfloat16 on GPUs that support it, float32 on
+    CPU. Trained weights stay float32 whatever it is (full fine-tuning runs bf16 under autocast)."""
+    device: str | None = None
+    """Where the policy trains (``cpu``, ``cuda``, ``cuda:1``). Default: the in-process
+    engine's device; with an engine elsewhere, ``cuda`` when there is one, else ``cpu``."""
+    recompute_old_logprobs: bool | None = None
+    """Compute π_old with the trainer instead of using the engine's sampling-time
+    logprobs (which then only weigh the behaviour policy's mismatch). ``None``: unless
+    trainer and engine both compute in float32 on the same device (another dtype, bf16 on
+    both sides, or an engine that does not report them, such as vLLM)."""
     gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory). The shared-prefix forward
+    needs a key/value cache, which checkpointing turns off: such micro-batches run whole."""
+
+    # --- publishing to the engine
+    adapter_dir: str | None = None
+    """Engines that read LoRA adapters from disk (vLLM) get each version saved here, under
+    ``v<version>/``; it must be a path the vLLM server can read (default: ``run_dir/adapters``)."""
+    check_publish: bool = True
+    """After each publish to an in-process engine, compare its logprobs with the trainer's
+    on a probe (``publish/max_abs_logprob_diff``); a difference above ``publish_tolerance``
+    while both compute in the same dtype on the same device stops the run."""
+    publish_tolerance: float = Field(1e-3, gt=0)
 
     # --- evaluation, checkpoints, output
     eval_every: int = Field(0, ge=0, description="Evaluate the validation set every N steps (0: before and after only).")
@@ -90,9 +117,14 @@ class GRPOConfig(BaseModel):
     """Metric sinks: jsonl, store, tensorboard, wandb, mlflow."""
     rollout_timeout: float | None = Field(None, gt=0, description="Seconds to wait for a batch before giving up.")
     progress: bool = True
+    """A bar on a terminal; elsewhere (CI, nohup, containers) a plain line per step."""
+    max_failed_steps: int = Field(3, ge=0)
+    """Stop the run (NoSuccessfulRolloutsError, naming the most common failure) after this
+    many steps in a row in which no rollout succeeded; 0 never stops."""
 
     @model_validator(mode="after")
     def _check(self) -> GRPOConfig:
+        agent_matcher(self.agent_match)  # a bad pattern fails here, with what to do
         if self.groups_in_flight is not None and self.groups_in_flight < self.tasks_per_step:
             raise ValueError(
                 f"groups_in_flight ({self.groups_in_flight}) must be at least tasks_per_step ({self.tasks_per_step}): "

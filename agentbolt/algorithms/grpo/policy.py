@@ -8,6 +8,13 @@ weights trainable — and the three things the algorithm asks of it:
 
 The trainer never tokenizes: it trains on the engine's token ids. The tokenizer is only
 kept to be saved next to exported weights.
+
+Precision: trained weights are always float32 (the *master* weights). ``dtype`` is the
+compute dtype: with LoRA the frozen base is stored in it (peft keeps the adapter in
+float32); full fine-tuning in bfloat16 keeps float32 weights and runs the forward under
+``torch.autocast`` — bf16 weights would round most AdamW steps (lr · update ≪ 2⁻⁸ · |w|)
+away. Logprobs the update compares (π_prox, π_ref) come from :meth:`Policy.inference_logprobs`:
+no dropout, no gradient.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from torch import Tensor
 
 from agentbolt.algorithms.grpo.config import LoraSettings
 
-__all__ = ["Policy", "resolve_dtype"]
+__all__ = ["Policy", "prefix_sharing_ok", "resolve_dtype"]
 
 log = logging.getLogger("agentbolt.algorithms.grpo")
 
@@ -60,7 +67,10 @@ class Policy:
         self.device = torch.device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         self.tokenizer = tokenizer
-        model = model.to(device=self.device, dtype=self.dtype)
+        full = not _is_peft(model) and lora is None
+        # full fine-tuning keeps float32 master weights and computes in self.dtype (autocast)
+        self.param_dtype = torch.float32 if full else self.dtype
+        model = model.to(device=self.device, dtype=self.param_dtype)
         self._ref: Any = None
         if _is_peft(model):
             self.model = model
@@ -116,9 +126,18 @@ class Policy:
         gradient of the shared part is the sum over rows — and positions ≤ P are returned
         as 0 (the caller passes P only when none of those tokens is trained)."""
         model = model if model is not None else self.model
-        if shared_prefix <= 0 or input_ids.shape[0] == 1:
+        with self.autocast():
+            return self._token_logprobs(model, input_ids, attention_mask, with_entropy, shared_prefix)
+
+    def _token_logprobs(self, model: Any, input_ids: Tensor, attention_mask: Tensor, with_entropy: bool,
+                        shared_prefix: int) -> tuple[Tensor, Tensor | None]:
+        if shared_prefix <= 0 or input_ids.shape[0] == 1 or not prefix_sharing_ok(model):
             logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
-            return shifted_logprobs(logits, input_ids, with_entropy=with_entropy)
+            lp, ent = shifted_logprobs(logits, input_ids, with_entropy=with_entropy)
+            if shared_prefix > 0:  # the same answer as the shared forward: 0 up to P
+                keep = torch.arange(lp.shape[1], device=lp.device) > shared_prefix
+                lp, ent = lp * keep, None if ent is None else ent * keep
+            return lp, ent
         P = shared_prefix
         head = model(input_ids=input_ids[:1, :P], attention_mask=attention_mask[:1, :P], use_cache=True)
         cache = getattr(head, "cache", None) or head.past_key_values
@@ -128,6 +147,30 @@ class Policy:
         lp, ent = shifted_logprobs(tail, input_ids[:, P:], with_entropy=with_entropy)
         pad = torch.zeros_like(input_ids[:, :P], dtype=lp.dtype)
         return torch.cat([pad, lp], dim=1), None if ent is None else torch.cat([pad, ent], dim=1)
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Compute in ``dtype`` while the weights are float32 (full fine-tuning in bf16)."""
+        if self.param_dtype == self.dtype:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.dtype)
+
+    @contextlib.contextmanager
+    def inference(self) -> Iterator[None]:
+        """No gradient and no dropout (eval mode) inside; the previous mode is restored."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            self.model.train(was_training)
+
+    def inference_logprobs(self, input_ids: Tensor, attention_mask: Tensor, *, shared_prefix: int = 0) -> Tensor:
+        """:meth:`token_logprobs` without dropout or gradient: π_prox, and π_old when the
+        trainer recomputes it. With dropout on, the same weights would give another ratio
+        on every forward, and the clip would act on noise."""
+        with self.inference():
+            return self.token_logprobs(input_ids, attention_mask, shared_prefix=shared_prefix)[0]
 
     @contextlib.contextmanager
     def reference(self) -> Iterator[Any]:
@@ -143,7 +186,8 @@ class Policy:
                                "(GRPO does this when kl_coef > 0 or log_kl is set)")
 
     def reference_logprobs(self, input_ids: Tensor, attention_mask: Tensor, *, shared_prefix: int = 0) -> Tensor:
-        with torch.no_grad(), self.reference() as ref:
+        """log π_ref, without dropout or gradient."""
+        with self.inference(), self.reference() as ref:
             return self.token_logprobs(input_ids, attention_mask, shared_prefix=shared_prefix, model=ref)[0]
 
     # ------------------------------------------------------------------ weights out
@@ -211,6 +255,15 @@ def shifted_logprobs(logits: Tensor, input_ids: Tensor, *, with_entropy: bool = 
             ent = lse - (p * logits).sum(-1)
             entropy = torch.cat([zero, ent], dim=1)
     return torch.cat([zero, lp], dim=1), entropy
+
+
+def prefix_sharing_ok(model: Any) -> bool:
+    """Whether a forward of ``model`` may reuse a key/value cache: not while gradient
+    checkpointing is on in a forward that builds a graph — transformers then drops the
+    cache (a replayed layer would append to it twice) — so that forward runs whole."""
+    if not (model.training and torch.is_grad_enabled()):
+        return True
+    return not any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
 
 
 def _cache_argument(model: Any) -> str:

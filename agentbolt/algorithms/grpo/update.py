@@ -9,10 +9,16 @@ Per optimizer pass (``ppo_epochs`` of them):
    of the whole batch;
 3. sum gradients over ranks, clip their global norm, step AdamW.
 
-Before the first pass, ``prox_logprobs`` (π_θ at the start of the update) are computed
-for samples drawn by an older policy version, so their ratio is clipped around the
-current policy and the gap to the sampling policy is importance-weighted (truncated);
-``ref_logprobs`` (the adapter off) only when the KL is used or logged.
+Before the first pass, ``prox_logprobs`` (π_θ at the start of the update, no dropout)
+are computed for samples drawn by an older policy version, so their ratio is clipped
+around the current policy and the gap to the sampling policy is importance-weighted
+(truncated); ``ref_logprobs`` (the adapter off) only when the KL is used or logged.
+
+``recompute_old``: the engine computes in another dtype or on another device than the
+trainer, so even fresh samples' engine logprobs are not the trainer's π_θ for the same
+weights (bf16 vs fp32: |Δ| ≈ 0.03 on average). Then π_prox is computed for every sample:
+the ratio starts at exactly 1 and the clip acts on the update alone, while
+w = min(π_prox / π_behav, C) weighs the behaviour policy's numerical mismatch.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 
 import torch
 
+from agentbolt.adapters.samples import Sample
 from agentbolt.algorithms.grpo import distributed as dist
 from agentbolt.algorithms.grpo.batch import (
     TrainBatch,
@@ -35,7 +42,6 @@ from agentbolt.algorithms.grpo.batch import (
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.loss import grpo_loss
 from agentbolt.algorithms.grpo.policy import Policy
-from agentbolt.algorithms.grpo.samples import Sample
 
 __all__ = ["PolicyUpdate", "UpdateStats"]
 
@@ -71,9 +77,10 @@ class UpdateStats:
 class PolicyUpdate:
     """The optimizer and the update step for ``policy``."""
 
-    def __init__(self, policy: Policy, config: GRPOConfig) -> None:
+    def __init__(self, policy: Policy, config: GRPOConfig, *, recompute_old: bool | None = None) -> None:
         self.policy = policy
         self.config = config
+        self.recompute_old = bool(config.recompute_old_logprobs if recompute_old is None else recompute_old)
         params = policy.trainable_parameters()
         if not params:
             raise ValueError("the policy has no trainable parameters")
@@ -92,6 +99,7 @@ class PolicyUpdate:
         """Update the policy on ``samples`` (every rank passes the same full list)."""
         cfg, policy = self.config, self.policy
         t0 = time.perf_counter()
+        policy.model.train()  # dropout on for π_θ (π_prox and π_ref are computed without)
         rollouts = [r for r in group_by_rollout(samples) if any(s.num_response_tokens for s in r)]
         if not rollouts:
             raise ValueError("no sample has a trained token: nothing to update on")
@@ -103,7 +111,7 @@ class PolicyUpdate:
         want_ref = cfg.kl_coef > 0 or cfg.log_kl
         # π_prox for micro-batches holding a sample of an older policy; with several passes
         # the policy moves between them, so always
-        extras = [self._extras(b, cfg.ppo_epochs > 1 or any(id(s) in stale for s in mb), want_ref)
+        extras = [self._extras(b, self.recompute_old or cfg.ppo_epochs > 1 or any(id(s) in stale for s in mb), want_ref)
                   for b, mb in zip(batches, groups, strict=True)]
 
         totals = _Totals()
@@ -137,9 +145,8 @@ class PolicyUpdate:
     def _extras(self, batch: TrainBatch, stale_rows: bool, want_ref: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         prox = ref = None
         if stale_rows:
-            with torch.no_grad():
-                prox = self.policy.token_logprobs(batch.input_ids, batch.attention_mask,
-                                                  shared_prefix=batch.shared_prefix)[0]
+            prox = self.policy.inference_logprobs(batch.input_ids, batch.attention_mask,
+                                                  shared_prefix=batch.shared_prefix)
         if want_ref:
             ref = self.policy.reference_logprobs(batch.input_ids, batch.attention_mask,
                                                  shared_prefix=batch.shared_prefix)

@@ -40,12 +40,16 @@ from rich.console import Console
 
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
 from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult, success_gain
+from agentbolt.algorithms.failures import FailedStepsWatch
 from agentbolt.algorithms.gateway_access import (
     engine_weights,
     ensure_gateway_llm,
     gateway_control,
     owns_control,
 )
+from agentbolt.algorithms.grpo.versions import PublishedVersions, resume_version
+from agentbolt.algorithms.progress import ConsoleProgress
+from agentbolt.algorithms.serving import Publisher, engine_info, policy_device
 from agentbolt.algorithms.sft.config import SFTConfig
 from agentbolt.algorithms.sft.selection import (
     NoTrainingDataError,
@@ -112,6 +116,8 @@ class SFT(Algorithm):
         self.tokenizer = tokenizer
         self.console = console or Console(stderr=True)
         self.policy: Any = None
+        self._publisher: Any = None
+        self._failed_steps = FailedStepsWatch(self.config.max_failed_steps, "SFT")
 
     # ------------------------------------------------------------------ setup
     def configure_gateway(self, config: Any) -> None:
@@ -124,11 +130,12 @@ class SFT(Algorithm):
                              ("val", {"temperature": 0.0}), ("test", {"temperature": 0.0})):
             config.sampling.setdefault(mode, forced)
 
-    def _make_policy(self, control: Any) -> Any:
+    def _make_policy(self, control: Any, device: str = "cpu") -> Any:
         from agentbolt.algorithms.grpo.policy import Policy
 
         cfg = self.config
-        kw = {"lora": cfg.lora, "dtype": cfg.dtype, "gradient_checkpointing": cfg.gradient_checkpointing}
+        kw = {"lora": cfg.lora, "dtype": cfg.dtype, "gradient_checkpointing": cfg.gradient_checkpointing,
+              "device": device}
         if isinstance(self.model, Policy):
             policy = self.model
         elif isinstance(self.model, (str, Path)):
@@ -163,7 +170,12 @@ class SFT(Algorithm):
         found = checkpoints.latest() if cfg.resume else None
         try:
             given = await self._given_rollouts(ctx) if found is None else None  # before this run makes any
-            self.policy = policy = await asyncio.to_thread(self._make_policy, control)
+            info = await engine_info(control) if control is not None else None
+            self.policy = policy = await asyncio.to_thread(self._make_policy, control, policy_device(None, info))
+            self._publisher = None if info is None else Publisher(control, policy, info,
+                                                                  adapter_dir=run_dir / "adapters")
+            if self._publisher is not None:
+                self._publisher.require_supported()
             update = SFTUpdate(policy, cfg)
             metrics = MetricsLogger.from_names(cfg.loggers, run_dir=run_dir, store=ctx.store, run_id=run_id,
                                                config=cfg.model_dump(mode="json"))
@@ -185,9 +197,11 @@ class SFT(Algorithm):
                 policy.load_trainable_state(found.weights)
                 first = found.step + 1
                 result.n_records = list(found.state.get("n_records", []))
-                if control is not None:
-                    version = await control.update_weights(**policy.engine_update(),
-                                                           version=found.state.get("policy_version"))
+                if self._publisher is not None:  # under a version never used before (see grpo.versions)
+                    again = resume_version(found.state.get("policy_version"), PublishedVersions(run_dir).read(),
+                                           version)
+                    PublishedVersions(run_dir).note(again)
+                    version, _ = await self._publisher.publish(again)
                 self.console.print(f"[bold]SFT[/]: resumed from {found.path} (iteration {found.step} done, "
                                    f"policy version {version})")
             evaluate = control is not None and bool(ctx.val_dataset)
@@ -259,10 +273,12 @@ class SFT(Algorithm):
             stats = await asyncio.to_thread(update.run, data.samples, iteration=it, on_step=on_step)
         values.update(stats.as_metrics())
         values["time/update_s"] = time.perf_counter() - t_update
-        if control is not None:
+        if self._publisher is not None:
             t_sync = time.perf_counter()
-            version = await control.update_weights(**policy.engine_update(),
-                                                   version=None if version is None else version + 1)
+            new_version = None if version is None else version + 1
+            PublishedVersions(run_dir).note(new_version)
+            version, checked = await self._publisher.publish(new_version, data.samples[0].input_ids)
+            values.update(checked)
             values["time/sync_s"] = time.perf_counter() - t_sync
         values.update({"policy_version": version, "time/iteration_s": time.perf_counter() - t0})
         self.console.print(f"[bold]SFT[/] iteration {it}/{cfg.iterations}: {len(data.samples)} records, "
@@ -311,6 +327,7 @@ class SFT(Algorithm):
         log.info("iteration %d: sampling %d rollouts (%d per task)", it, len(items), cfg.samples_per_task)
         rollouts = await ctx.run_dataset(items, RolloutMode.TRAIN, timeout=cfg.rollout_timeout,
                                          metadata={"sft_iteration": it})
+        await self._failed_steps.check(ctx.store, rollouts, f"iteration {it}")
         await control.flush()  # the gateway's spans of these calls are in the store
         return rollouts
 
@@ -343,33 +360,20 @@ class SFT(Algorithm):
         return records
 
     async def _evaluate(self, ctx: AlgorithmContext, when: str) -> EvaluationResult:
-        result = await Evaluate("val", threshold=self.config.success_threshold, show=False).run(ctx)
+        result = await Evaluate("val", threshold=self.config.success_threshold, show=False, console=self.console,
+                                progress=self.config.progress, label=f"SFT held-out {when}").run(ctx)
         self.console.print(f"[bold]SFT[/] held-out {when}: {result.headline()}")
         return result
 
     @contextlib.contextmanager
     def _progress(self, it: int, total: int) -> Iterator[Any]:
-        def log_step(step: int, steps: int, loss: float, lr: float) -> None:
-            log.debug("iteration %d step %d/%d: loss %.4f lr %.3g", it, step, steps, loss, lr)
-
-        if not self.config.progress:
-            yield log_step
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        with Progress(TextColumn(f"[bold]SFT[/] iteration {it}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TextColumn("{task.description}"), console=self.console) as bar:
-            task = bar.add_task("", total=total)
+        """A bar on a terminal; elsewhere a plain line every 30 s (and at the last step)."""
+        with ConsoleProgress(self.console, f"SFT iteration {it}", total, unit="step",
+                             enabled=self.config.progress) as bar:
 
             def advance(step: int, steps: int, loss: float, lr: float) -> None:
-                log_step(step, steps, loss, lr)
+                log.debug("iteration %d step %d/%d: loss %.4f lr %.3g", it, step, steps, loss, lr)
                 text = f"loss {loss:.4f} · lr {lr:.2e}" if math.isfinite(loss) else ""
-                bar.update(task, completed=step, description=text)
+                bar.update(step, text, force=step == steps and bar.plain)
 
             yield advance

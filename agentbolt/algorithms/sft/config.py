@@ -73,6 +73,9 @@ class SFTConfig(BaseModel):
     run_name: str | None = None
     loggers: list[str] = Field(default_factory=lambda: ["jsonl", "store"])
     progress: bool = True
+    max_failed_steps: int = Field(3, ge=0)
+    """Stop (NoSuccessfulRolloutsError, naming the most common failure) after this many
+    sampling iterations in a row in which no rollout succeeded; 0 never stops."""
 
     @model_validator(mode="after")
     def _check(self) -> SFTConfig:

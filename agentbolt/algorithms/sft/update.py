@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from agentbolt.algorithms.grpo.policy import Policy
+from agentbolt.algorithms.grpo.policy import Policy, prefix_sharing_ok
 from agentbolt.algorithms.sft.chat_data import IGNORE_INDEX, ChatSample
 from agentbolt.algorithms.sft.config import SFTConfig
 
@@ -96,7 +96,8 @@ def assistant_nll(model: Any, input_ids: Tensor, attention_mask: Tensor, labels:
     ``shared_prefix`` = P > 0: the first P tokens are the same in every row and none of
     the tokens up to P is labelled (the system prompt and few-shot turns all records of
     an agent start with). They go through the model once and their keys/values are
-    shared by every row — exact: the gradient of the shared part is the sum over rows."""
+    shared by every row — exact: the gradient of the shared part is the sum over rows.
+    Not under gradient checkpointing, which turns the cache off: then the rows run whole."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     backbone = getattr(base, getattr(base, "base_model_prefix", ""), None)
     head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
@@ -107,7 +108,7 @@ def assistant_nll(model: Any, input_ids: Tensor, attention_mask: Tensor, labels:
         mask = targets != IGNORE_INDEX
         logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
         return F.cross_entropy(logits[:, :-1][mask].float(), targets[mask], reduction="sum"), int(mask.sum())
-    P = shared_prefix if input_ids.shape[0] > 1 else 0
+    P = shared_prefix if input_ids.shape[0] > 1 and prefix_sharing_ok(backbone) else 0
     if P > 0:
         first = backbone(input_ids=input_ids[:1, :P], attention_mask=attention_mask[:1, :P], use_cache=True)
         cache = getattr(first, "cache", None) or first.past_key_values
@@ -206,7 +207,8 @@ class SFTUpdate:
                 batch_nll = 0.0
                 for mb in micro_batches(batch, cfg.micro_batch_tokens):
                     ids, mask, labels = collate(mb, policy.pad_id, policy.device)
-                    nll, _ = assistant_nll(policy.model, ids, mask, labels, shared_prefix=shared_prefix_length(mb))
+                    with policy.autocast():
+                        nll, _ = assistant_nll(policy.model, ids, mask, labels, shared_prefix=shared_prefix_length(mb))
                     (nll / N).backward()
                     batch_nll += float(nll.detach())
                 if cfg.max_grad_norm is not None:

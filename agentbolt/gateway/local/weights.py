@@ -4,6 +4,9 @@ adapters merged into the served weights.
 LoRA: the engine keeps a copy of each targeted base weight the first time an adapter
 touches it and always serves ``W = W_base + scale · B @ A``, so successive adapter
 versions replace each other instead of piling up. A full state dict becomes the new base.
+:meth:`LoraMerger.rebase` makes the weights served now (the current adapter merged in)
+the base of the next adapter: for a trainer whose policy is a copy of the served model
+plus a fresh adapter (GRPO after SFT on one engine), whose delta sits on top of them.
 """
 
 from __future__ import annotations
@@ -111,6 +114,11 @@ class LoraMerger:
 
     def __init__(self) -> None:
         self._base: dict[str, torch.Tensor] = {}
+
+    def rebase(self) -> None:
+        """Keep serving what is served, and make it the base of the next adapter (the
+        current adapter stays merged in: a later adapter is added to it, not swapped for it)."""
+        self._base.clear()
 
     def restore(self, model: torch.nn.Module) -> None:
         """Put the base weights back (before a full load, so that load becomes the base)."""

@@ -40,6 +40,8 @@ export function RolloutDetailPage() {
   }, [rollout]);
 
   const attempts = detail.data?.attempts ?? [];
+  // what the agent returned when it was not a reward (its answer), from the latest attempt that did
+  const output = [...attempts].reverse().find((a) => "output" in (a.metadata ?? {}))?.metadata.output;
   const [attemptId, setAttemptId] = useState<string | null>(null);
   const chosen = attemptId ?? rollout?.latest_attempt_id ?? attempts[attempts.length - 1]?.attempt_id ?? null;
   const attemptQuery = chosen ? { attempt_id: chosen } : undefined;
@@ -93,6 +95,16 @@ export function RolloutDetailPage() {
         <Code block className="pre" data-testid="rollout-input">
           {typeof rollout.input === "string" ? rollout.input : JSON.stringify(rollout.input, null, 2)}
         </Code>
+        {output !== undefined && (
+          <>
+            <Text size="xs" c="dimmed" mt="sm">
+              Output
+            </Text>
+            <Code block className="pre" data-testid="rollout-output">
+              {typeof output === "string" ? output : JSON.stringify(output, null, 2)}
+            </Code>
+          </>
+        )}
       </Paper>
 
       <Title order={4}>Attempts</Title>

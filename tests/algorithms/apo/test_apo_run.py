@@ -193,3 +193,14 @@ def test_the_prompt_to_start_from_defaults_to_the_published_resource(tmp_path: P
         result = trainer.fit(lambda task, booking_prompt: float(task["needs"] in booking_prompt.template),
                              tasks(), tasks())
     assert result.candidates[0].template == INITIAL and result.best.mean_val == 0.25
+
+
+def test_a_broken_agent_stops_apo_with_its_error(tmp_path: Path) -> None:
+    """Every rollout crashes: the first validation stops the run, naming the error."""
+    from agentbolt.algorithms.failures import NoSuccessfulRolloutsError
+
+    crashing = [task(w, i, crash=True) for i, w in enumerate(("quiet", "desk", "quiet"))]
+    with serve_scripted_llm() as llm:
+        apo = APO(config(tmp_path, rounds=2), initial_prompt=INITIAL, critic=critic(llm.base_url))
+        with pytest.raises(NoSuccessfulRolloutsError, match=r"APO validation .*: none of 3 rollouts succeeded"):
+            run_apo(apo, crashing, crashing)

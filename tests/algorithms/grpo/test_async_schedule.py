@@ -140,9 +140,12 @@ def test_async_training_bounds_and_corrects_staleness(tmp_path: Path) -> None:
                                 gateway=Gateway(engine, GatewayConfig(retry_after=1)))
     result = trainer.fit(byte_agent, tasks)
 
-    assert result.steps == steps and result.policy_version == steps
     rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in rows] == list(range(1, steps + 1))
+    # every step that trained published one version; a step may train nothing when its groups
+    # came back too stale or with equal rewards (timing- and sampling-dependent)
+    updated = sum(1 for r in rows if r["samples/trained"])
+    assert result.steps == steps and result.policy_version == updated >= steps - 2
     assert all(r["staleness/max_lag"] is None or r["staleness/max_lag"] <= 1 for r in rows)
     stale = [r for r in rows if (r.get("train/stale_samples") or 0) > 0]
     assert stale, [(r.get("train/stale_samples"), r.get("staleness/max_lag")) for r in rows]

@@ -16,7 +16,7 @@ pytest.importorskip("peft")
 
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
 from agentbolt.algorithms.grpo.config import LoraSettings
-from agentbolt.algorithms.grpo.samples import POLICY_VERSION
+from agentbolt.tracing.names import LLM_POLICY_VERSION as POLICY_VERSION
 from agentbolt.gateway import EngineSpec
 from agentbolt.gateway.control import RemoteGateway
 from agentbolt.metrics import read_jsonl

@@ -1,0 +1,269 @@
+"""The RL adapter: spans → the token-level samples GRPO trains on.
+
+::
+
+    spans = await store.get_spans(rollout_id, "latest")
+    (found,) = SampleAdapter(agent_match="solver").adapt(spans)   # one RolloutSamples per attempt
+    found.samples[0].token_ids, found.samples[0].loss_mask, found.reward
+
+This is the one place where spans become RL training data: :class:`~agentbolt.algorithms.GRPO`
+trains on exactly these samples, ``Trainer.dev`` previews them and
+``agentbolt store export --samples rl`` writes them.
+
+**Exact-prefix merging.** A multi-turn agent calls the model again and again on a growing
+conversation. The attempt's successful calls are taken in start order; when a call's
+prompt token ids start *exactly* with the current sample's tokens (previous prompt +
+response), the call extends that sample: the tokens in between (tool output, a new user
+turn) are context, loss mask 0, and its response tokens follow. Otherwise — the chat
+template re-rendered an earlier turn with other tokens, another conversation started, the
+history was truncated — a new sample starts. One sample is one forward pass, trained on
+exactly the tokens the model sampled, with their sampling-time logprobs and the policy
+version that produced them.
+
+**agent_match** (:mod:`.match`) picks the agents whose calls are trained. The response
+tokens of a matched call get loss mask 1; those of any other agent's call stay in the
+sample as context (mask 0) — they shape what the trained agent sees — and train nothing.
+A sample with no trained token is left out. The rollout keeps its reward either way: the
+other agents' work counts toward it, only the matched agents learn from it.
+
+**Rewards are per rollout**: ``reward`` is the attempt's final reward (its last reward
+span, the value the store keeps as the rollout's reward); GRPO turns it into the
+rollout's advantage and copies that to each of its samples.
+
+**Token ids are never made up**: a matched call without the engine's token ids, or
+without a logprob for every response token, is refused with :class:`MissingTokenIdsError`
+(route the agent through the gateway). Another agent's call without ids cannot be
+context; it is skipped and counted (``skipped_calls``), so the frozen agents may use any
+model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbolt.adapters.calls import ModelCall, extract_model_calls, group_by_attempt
+from agentbolt.adapters.match import AgentMatcher, agent_matcher
+from agentbolt.adapters.rewards import final_reward
+from agentbolt.adapters.triplets import MissingTokenIdsError
+from agentbolt.tracing.names import LLM_POLICY_VERSION
+from agentbolt.types import Span
+
+__all__ = ["UNNAMED_AGENT", "RolloutSamples", "Sample", "SampleAdapter", "SampleCall", "agent_counts", "build_samples"]
+
+UNNAMED_AGENT = "(unnamed)"
+"""How :func:`agent_counts` names the calls that have no agent name."""
+
+
+@dataclass(frozen=True, slots=True)
+class SampleCall:
+    """Where one model call's response lies in a sample: ``token_ids[start:start+length]``."""
+
+    span_id: str
+    agent_name: str | None
+    start: int
+    length: int
+    trained: bool
+    """Whether its tokens carry loss (its agent matched ``agent_match``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One training sequence: ``token_ids[t]`` is trained when ``loss_mask[t] == 1``.
+
+    ``logprobs[t]`` is log π_behav(token t | tokens < t) at sampling time and
+    ``versions[t]`` the policy version that sampled it (both 0.0 / None where the mask
+    is 0). ``span_ids`` are the calls whose responses are in the sample (``calls`` says
+    where, by which agent, and whether trained). ``reward`` is the rollout's;
+    ``advantage`` too, set by GRPO's ``apply_advantages``.
+    """
+
+    rollout_id: str
+    attempt_id: str
+    token_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    versions: list[int | None]
+    span_ids: list[str]
+    advantage: float = 0.0
+    reward: float | None = None
+    calls: tuple[SampleCall, ...] = ()
+
+    @property
+    def num_response_tokens(self) -> int:
+        """How many tokens are trained (mask 1)."""
+        return sum(self.loss_mask)
+
+    @property
+    def oldest_version(self) -> int | None:
+        """The oldest policy version among the trained tokens (None: not recorded)."""
+        known = [v for v, m in zip(self.versions, self.loss_mask, strict=True) if m and v is not None]
+        return min(known) if known else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy (export, ``Trainer.dev``)."""
+        return {
+            "rollout_id": self.rollout_id, "attempt_id": self.attempt_id, "reward": self.reward,
+            "advantage": self.advantage, "num_tokens": len(self.token_ids),
+            "num_trained_tokens": self.num_response_tokens, "token_ids": self.token_ids,
+            "loss_mask": self.loss_mask, "logprobs": self.logprobs, "versions": self.versions,
+            "calls": [{"span_id": c.span_id, "agent_name": c.agent_name, "start": c.start, "length": c.length,
+                       "trained": c.trained} for c in self.calls],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutSamples:
+    """The samples of one rollout attempt, its reward, and how merging went."""
+
+    rollout_id: str
+    attempt_id: str
+    samples: list[Sample] = field(default_factory=list)
+    num_calls: int = 0
+    """Trained calls (those ``agent_match`` selected)."""
+    merge_misses: int = 0
+    """Trained calls after the first that could not extend a sample and started a new one."""
+    reward: float | None = None
+    skipped_calls: int = 0
+    """Other agents' calls without token ids: not even context."""
+
+    @property
+    def merge_rate(self) -> float:
+        """Share of follow-up trained calls that merged (1.0 with at most one)."""
+        follow_ups = self.num_calls - 1
+        return 1.0 if follow_ups <= 0 else 1.0 - self.merge_misses / follow_ups
+
+
+class SampleAdapter:
+    """Spans → :class:`RolloutSamples` per attempt (see module doc). ``agent_match``: a
+    regular expression on the agent name (None: every call is trained)."""
+
+    def __init__(self, agent_match: str | re.Pattern[str] | AgentMatcher | None = None) -> None:
+        self.matcher = agent_matcher(agent_match)
+
+    def __repr__(self) -> str:
+        pattern = None if self.matcher.pattern is None else self.matcher.pattern.pattern
+        return f"SampleAdapter(agent_match={pattern!r})"
+
+    def adapt(self, spans: Iterable[Span]) -> list[RolloutSamples]:
+        """One :class:`RolloutSamples` per attempt in ``spans`` (pass the attempts to
+        train on, e.g. ``store.get_spans(rollout_id, "latest")``)."""
+        found = (build_samples(extract_model_calls(group), self.matcher, reward=final_reward(group))
+                 for group in group_by_attempt(spans))
+        return [f for f in found if f is not None]
+
+    def __call__(self, spans: Iterable[Span]) -> list[Sample]:
+        """Every sample of every attempt in ``spans``, in order."""
+        return [s for found in self.adapt(spans) for s in found.samples]
+
+
+def build_samples(calls: Sequence[ModelCall], agent_match: str | AgentMatcher | None = None, *,
+                  reward: float | None = None) -> RolloutSamples | None:
+    """Merge the model calls of one attempt (in start order; failed calls are skipped)
+    into samples by exact token prefix; None when there is no call at all."""
+    calls = [c for c in calls if not c.failed]
+    if not calls:
+        return None
+    rollout_id, attempt_id = calls[0].rollout_id, calls[0].attempt_id
+    if any((c.rollout_id, c.attempt_id) != (rollout_id, attempt_id) for c in calls):
+        raise ValueError("build_samples takes the calls of one attempt; split them with group_by_attempt first")
+    matcher = agent_matcher(agent_match)
+    trained = [matcher(c.agent_name) for c in calls]
+    _require_tokens([c for c, t in zip(calls, trained, strict=True) if t])
+
+    drafts: list[_Draft] = []
+    misses = skipped = 0
+    for call, train in zip(calls, trained, strict=True):
+        if not call.has_token_ids:
+            skipped += 1
+            continue
+        prompt = call.prompt_token_ids or []
+        current = drafts[-1] if drafts else None
+        if current is not None and _starts_with(prompt, current.token_ids):
+            current.add_context(prompt[len(current.token_ids):])
+        else:
+            if train and any(d.trained for d in drafts):
+                misses += 1
+            current = _Draft(rollout_id, attempt_id)
+            current.add_context(prompt)
+            drafts.append(current)
+        current.add_response(call, train)
+    samples = [d.freeze(reward) for d in drafts if d.trained]
+    return RolloutSamples(rollout_id, attempt_id, samples, sum(trained), misses, reward, skipped)
+
+
+def agent_counts(samples: Iterable[Sample]) -> dict[str, dict[str, int]]:
+    """Per agent name: ``calls_trained``, ``tokens_trained`` and ``calls_context`` (calls
+    that were only context) over ``samples``."""
+    out: dict[str, dict[str, int]] = {}
+    for sample in samples:
+        for call in sample.calls:
+            row = out.setdefault(call.agent_name or UNNAMED_AGENT,
+                                 {"calls_trained": 0, "tokens_trained": 0, "calls_context": 0})
+            if call.trained:
+                row["calls_trained"] += 1
+                row["tokens_trained"] += call.length
+            else:
+                row["calls_context"] += 1
+    return out
+
+
+@dataclass(slots=True)
+class _Draft:
+    rollout_id: str
+    attempt_id: str
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int | None] = field(default_factory=list)
+    calls: list[SampleCall] = field(default_factory=list)
+    trained: bool = False
+
+    def add_context(self, ids: Sequence[int]) -> None:
+        self.token_ids += ids
+        self.loss_mask += [0] * len(ids)
+        self.logprobs += [0.0] * len(ids)
+        self.versions += [None] * len(ids)
+
+    def add_response(self, call: ModelCall, train: bool) -> None:
+        ids = call.response_token_ids or []
+        self.calls.append(SampleCall(call.span_id, call.agent_name, len(self.token_ids), len(ids), train))
+        if not train:
+            self.add_context(ids)
+            return
+        version = call.attributes.get(LLM_POLICY_VERSION)
+        version = version if isinstance(version, int) and not isinstance(version, bool) else None
+        self.token_ids += ids
+        self.loss_mask += [1] * len(ids)
+        self.logprobs += call.response_logprobs or []
+        self.versions += [version] * len(ids)
+        self.trained = self.trained or bool(ids)
+
+    def freeze(self, reward: float | None) -> Sample:
+        return Sample(self.rollout_id, self.attempt_id, self.token_ids, self.loss_mask, self.logprobs, self.versions,
+                      [c.span_id for c in self.calls], reward=reward, calls=tuple(self.calls))
+
+
+def _starts_with(ids: Sequence[int], prefix: Sequence[int]) -> bool:
+    return len(ids) >= len(prefix) and list(ids[: len(prefix)]) == list(prefix)
+
+
+def _require_tokens(calls: Sequence[ModelCall]) -> None:
+    missing = [c for c in calls if not c.has_token_ids]
+    if missing:
+        raise MissingTokenIdsError(
+            f"{len(missing)} of {len(calls)} trained model calls of rollout {calls[0].rollout_id} have no token ids "
+            f"from the engine (e.g. span {missing[0].span_id}, model {missing[0].model or 'unknown'}), so they cannot "
+            "be trained with RL; agentbolt does not retokenize text. Route the agent through the gateway, or serve "
+            "the model with an engine that returns token ids (vLLM: extra_body={'return_token_ids': True}); or "
+            "leave these agents out with agent_match."
+        )
+    bad = [c for c in calls if c.response_logprobs is None or len(c.response_logprobs) != len(c.response_token_ids or [])]
+    if bad:
+        raise MissingTokenIdsError(
+            f"model call {bad[0].span_id} of rollout {bad[0].rollout_id} has no sampling-time logprob for every "
+            "response token, which GRPO's importance ratio needs. Ask the engine for them (OpenAI API: "
+            "logprobs=True); the gateway does this for you."
+        )

@@ -1,0 +1,184 @@
+"""``GRPOPolicies``: one run, several policies — e.g. one LoRA adapter per agent.
+
+::
+
+    engines = PolicyEngines.local(model, tokenizer, ["planner", "solver"])   # one engine, two policies
+    algorithm = GRPOPolicies({"planner": "^planner$", "solver": "^solver$"}, GRPOConfig(...))
+    Trainer(algorithm=algorithm, gateway=Gateway(engines)).fit(agent, train, val)
+
+The agents pick their policy by model name (``model="solver"``). Every step samples one
+batch of groups for all policies; then each policy, in turn, is trained by its **own**
+GRPO update on its **own** agents' samples — :class:`~agentbolt.adapters.SampleAdapter`
+with that policy's ``agent_match`` — and published to its own engine under its own
+version, with its own checkpoints (``run_dir/<policy>/``) and export
+(``run_dir/<policy>/model``). The advantages are the rollout's, shared: A_i = r_i − mean
+of the group, whichever agent's tokens carry it. Metrics are the shared ones (reward,
+success, groups) plus each policy's under ``<policy>/...`` (``solver/train/loss``,
+``solver/policy_version``, ``solver/agents/solver/tokens_trained``...).
+
+Every other setting is :class:`~.config.GRPOConfig`'s, the same for all policies
+(``agent_match`` is set per policy). Not supported yet: resuming from a checkpoint,
+``schedule="async"``, data-parallel training.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from agentbolt.adapters.samples import agent_counts
+from agentbolt.algorithms.base import Algorithm, AlgorithmContext
+from agentbolt.algorithms.grpo.advantages import apply_advantages, compute_advantages
+from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOResult, _cancel_pending
+from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
+from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
+
+__all__ = ["GRPOPolicies", "PolicyRun"]
+
+log = logging.getLogger("agentbolt.algorithms.grpo")
+
+
+@dataclass
+class PolicyRun:
+    """One policy of the run: its GRPO settings and adapter, trainer, update and version."""
+
+    name: str
+    grpo: GRPO
+    policy: Any
+    sync: PolicySync
+    update: Any
+    version: int | None
+    checkpoints: Any
+    export_dir: Path | None = None
+
+
+class GRPOPolicies(Algorithm):
+    """GRPO over several named policies of one :class:`~agentbolt.gateway.PolicyEngines`
+    (see module doc). ``policies`` maps each policy name to its ``agent_match``; ``models``
+    optionally gives a policy its starting weights (default: a copy of what its engine serves)."""
+
+    def __init__(self, policies: Mapping[str, str], config: GRPOConfig | None = None, *,
+                 models: Mapping[str, Any] | None = None, console: Console | None = None) -> None:
+        if not policies:
+            raise ValueError("GRPOPolicies needs at least one policy: {'solver': '^solver$', ...}")
+        self.config = config or GRPOConfig()
+        if self.config.schedule != "sync":
+            raise ValueError("GRPOPolicies trains with schedule='sync' only for now")
+        self.console = console or Console(stderr=True)
+        self.grpos = {name: GRPO(self.config.model_copy(update={"agent_match": pattern}), console=self.console,
+                                 model=(models or {}).get(name)) for name, pattern in policies.items()}
+        self.runs: dict[str, PolicyRun] = {}
+
+    def configure_gateway(self, config: Any) -> None:
+        """The gateway's sampling for RL (see :meth:`GRPO.configure_gateway`)."""
+        next(iter(self.grpos.values())).configure_gateway(config)
+
+    def adapter(self, spans: Any) -> list[Any]:
+        """What ``Trainer.dev`` shows: every policy's samples, in policy order."""
+        return [s for grpo in self.grpos.values() for s in grpo.adapter(spans)]
+
+    # ------------------------------------------------------------------ run
+    async def run(self, ctx: AlgorithmContext) -> dict[str, GRPOResult]:
+        from agentbolt.algorithms.gateway_access import ensure_gateway_llm
+        from agentbolt.metrics import MetricsLogger
+
+        cfg = self.config
+        t_start = time.perf_counter()
+        control = GRPO._control(ctx)
+        run_dir = Path(cfg.run_dir or f"runs/grpo-policies-{time.strftime('%Y%m%d-%H%M%S')}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.runs = {name: await self._start(name, grpo, control, run_dir) for name, grpo in self.grpos.items()}
+        scheduler = GroupScheduler(ctx, ctx.train_dataset or [], group_size=cfg.group_size, in_flight=cfg.in_flight,
+                                   shuffle=cfg.shuffle, seed=cfg.seed, timeout=cfg.rollout_timeout)
+        metrics = MetricsLogger.from_names(cfg.loggers, run_dir=run_dir, store=ctx.store,
+                                           run_id=cfg.run_name or run_dir.name, config=cfg.model_dump(mode="json"))
+        await ensure_gateway_llm(ctx)
+        first = next(iter(self.grpos.values()))
+        results = {name: GRPOResult(steps=0, policy_version=r.version, run_dir=run_dir / name)
+                   for name, r in self.runs.items()}
+        try:
+            before = await first._evaluate(ctx, "before training") if cfg.eval_before and ctx.val_dataset else None
+            step = 0
+            while step < cfg.max_steps:
+                step += 1
+                groups = await scheduler.next_batch(cfg.tasks_per_step, None)
+                await control.flush()
+                values: dict[str, Any] = {}
+                for i, run in enumerate(self.runs.values()):
+                    values.update(await self._train(ctx, run, groups, with_batch_metrics=i == 0))
+                await metrics.log(step, values)
+                for name, run in self.runs.items():
+                    results[name].history.append(values)
+                    if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
+                        await asyncio.to_thread(run.checkpoints.save, step, run.policy.trainable_state(),
+                                                run.update.state_dict(), {"policy_version": run.version,
+                                                                          **run.sync.state()})
+                self.console.print(f"[bold]GRPO[/] step {step}: " + ", ".join(
+                    f"{name} v{run.version}" for name, run in self.runs.items()))
+            after = await first._evaluate(ctx, "after training") if cfg.eval_after and ctx.val_dataset else None
+            for name, run in self.runs.items():
+                run.export_dir = await asyncio.to_thread(run.policy.export, str(run_dir / name / "model"))
+                results[name].export_dir, results[name].steps = run.export_dir, step
+                results[name].policy_version, results[name].before, results[name].after = run.version, before, after
+            await _cancel_pending(ctx, scheduler)
+        finally:
+            await metrics.close()
+        for result in results.values():
+            result.seconds = time.perf_counter() - t_start
+        return results
+
+    async def _start(self, name: str, grpo: GRPO, control: Any, run_dir: Path) -> PolicyRun:
+        from agentbolt.algorithms.failures import FailedStepsWatch
+        from agentbolt.algorithms.grpo.checkpoint import CheckpointManager
+        from agentbolt.algorithms.grpo.update import PolicyUpdate
+        from agentbolt.algorithms.serving import engine_info, policy_device
+        from agentbolt.gateway.policies import PolicyControl
+
+        scoped = PolicyControl(control, name)
+        cfg = grpo.config
+        (run_dir / name).mkdir(parents=True, exist_ok=True)
+        info = await engine_info(scoped)
+        policy = await asyncio.to_thread(grpo._make_policy, scoped, policy_device(cfg.device, info))
+        grpo.policy = policy
+        sync = grpo._sync = PolicySync(scoped, policy, info, cfg, run_dir / name)
+        grpo._failed_steps = FailedStepsWatch(cfg.max_failed_steps, f"GRPO {name}")
+        update = PolicyUpdate(policy, cfg, recompute_old=sync.recompute_old)
+        version = await scoped.policy_version() or 0
+        sync.start(version, update.steps)
+        self.console.print(f"[bold]GRPO[/] {name} ({cfg.agent_match}): {sync.describe(policy)}")
+        return PolicyRun(name, grpo, policy, sync, update, version,
+                         CheckpointManager(run_dir / name, keep=cfg.keep_checkpoints))
+
+    async def _train(self, ctx: AlgorithmContext, run: PolicyRun, groups: list[Group], *,
+                     with_batch_metrics: bool) -> dict[str, Any]:
+        """One update of ``run``'s policy on its agents' samples of ``groups`` (plus the
+        batch's shared metrics — reward, success, rollouts — when asked)."""
+        cfg, p = self.config, f"{run.name}/"
+        batch = await run.grpo._collect(ctx, groups)
+        values: dict[str, Any] = batch.metrics(cfg.success_threshold) if with_batch_metrics else {}
+        advantages = compute_advantages(batch.members, scale_std=cfg.scale_std, leave_one_out=cfg.leave_one_out)
+        samples = apply_advantages(batch.samples, advantages)
+        split = run.sync.split(samples, run.version)
+        if split is not None:
+            samples = split.fresh
+            values[f"{p}staleness/dropped_rollouts"] = len(split.stale_rollouts)
+        values[f"{p}samples/trained"] = len(samples)
+        for agent, counts in agent_counts(samples).items():
+            values.update({f"{p}agents/{agent}/{key}": n for key, n in counts.items()})
+        if samples:
+            stats = await asyncio.to_thread(run.update.step, samples, current_version=run.version)
+            values.update(stats.as_metrics(f"{p}train/"))
+            run.version, published = await run.sync.publish(run.version, run.update.steps, probe_of(samples))
+            values.update({f"{p}{k}": v for k, v in published.items()})
+        else:
+            log.info("policy %s: no sample with signal this step (no call of its agents, or equal rewards)", run.name)
+        values[f"{p}policy_version"] = run.version
+        return values

@@ -1,0 +1,109 @@
+"""GRPO's side of "what is trained is what is served": one object per run that publishes
+the policy, numbers its versions and says which samples may be trained on.
+
+* **publish** (:class:`~agentbolt.algorithms.serving.Publisher`): in the format the engine
+  takes (tensors, or an adapter directory for vLLM), checked against an in-process engine
+  on a probe of the step's own tokens after every publish;
+* **versions** (:mod:`.versions`): the next version is noted in ``run_dir/versions.json``
+  before it is published, and mapped to the number of updates behind it; a resumed run
+  republishes its checkpoint under a version never used before;
+* **π_old** (:func:`~agentbolt.algorithms.serving.numerics_match`): when the engine does
+  not compute the trainer's logprobs for the same weights (another dtype or device, or an
+  engine elsewhere), the update recomputes π_old for every sample.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentbolt.adapters.samples import Sample
+from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.algorithms.grpo.staleness import StalenessSplit, split_stale
+from agentbolt.algorithms.grpo.versions import (
+    PublishedVersions,
+    VersionLineage,
+    resume_version,
+)
+from agentbolt.algorithms.serving import EngineInfo, Publisher, numerics_match
+
+__all__ = ["PolicySync"]
+
+log = logging.getLogger("agentbolt.algorithms.grpo")
+
+
+class PolicySync:
+    """Publishing, version bookkeeping and the π_old decision of one GRPO run."""
+
+    def __init__(self, control: Any, policy: Any, info: EngineInfo, config: GRPOConfig, run_dir: Path) -> None:
+        self.config = config
+        self.info = info
+        self.publisher = Publisher(control, policy, info, adapter_dir=config.adapter_dir or run_dir / "adapters",
+                                   check=config.check_publish, tolerance=config.publish_tolerance)
+        self.publisher.require_supported()
+        self.published = PublishedVersions(run_dir)
+        self.lineage = VersionLineage()
+        self.control = control
+        matched = numerics_match(policy, info)
+        wanted = config.recompute_old_logprobs
+        self.recompute_old = (not matched) if wanted is None else wanted
+        """Whether the update recomputes π_old (see the module doc)."""
+
+    def describe(self, policy: Any) -> str:
+        how = "recomputed by the trainer" if self.recompute_old else "the engine's sampling-time logprobs"
+        return (f"policy {policy.dtype} on {policy.device}; engine: {self.info.describe()}; π_old: {how}")
+
+    def start(self, version: int | None, updates: int) -> None:
+        """A fresh run: ``version`` (served now) holds the policy's starting weights."""
+        if version is not None:
+            self.lineage.add(version, updates)
+
+    async def resume(self, state: dict[str, Any], updates: int) -> int | None:
+        """Republish a checkpoint's weights under a version never used before; returns it."""
+        saved = state.get("policy_version")
+        self.lineage = VersionLineage.from_json(state.get("lineage"))
+        if saved is not None and saved not in self.lineage:  # a checkpoint from before lineages
+            self.lineage.add(saved, updates)
+        served = await self.control.policy_version()
+        version = resume_version(saved, self.published.read(), served)
+        if version is not None and version != saved:
+            log.info("resuming at policy version %d: versions %s..%d were published after the checkpoint (or are "
+                     "served by the engine) and name weights this run no longer has; their rollouts are dropped",
+                     version, saved + 1 if saved is not None else "?", version - 1)
+        served_now, _ = await self._publish(version, updates, probe=None)
+        return served_now
+
+    async def publish(self, version: int | None, updates: int, probe: Sequence[int] | None) -> tuple[int | None, dict[str, Any]]:
+        """Publish the weights after ``updates`` updates as the version after ``version``
+        (and after any this run directory has published before: a fresh run in an old
+        ``run_dir`` does not hand out its numbers again)."""
+        if version is None:
+            return await self._publish(None, updates, probe)
+        return await self._publish(max(version, self.published.read() or 0) + 1, updates, probe)
+
+    async def _publish(self, version: int | None, updates: int, probe: Sequence[int] | None) -> tuple[int | None, dict[str, Any]]:
+        self.published.note(version)
+        served, values = await self.publisher.publish(version, probe)
+        if served is not None:
+            self.published.note(served)
+            # versions far behind are forgotten (their rollouts would be too stale anyway)
+            self.lineage.add(served, updates, keep_lag=self.config.max_policy_lag + 16)
+        return served, values
+
+    def split(self, samples: Sequence[Sample], version: int | None) -> StalenessSplit | None:
+        """The samples to train on at ``version`` (None: the engine reports no versions)."""
+        if version is None:
+            return None
+        lineage = self.lineage if version in self.lineage else None
+        return split_stale(samples, version, self.config.max_policy_lag, lineage=lineage)
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps (with the policy version)."""
+        return {"lineage": self.lineage.to_json()}
+
+
+def probe_of(samples: Sequence[Sample]) -> list[int] | None:
+    """The tokens to probe the engine with after a publish: the first sample's."""
+    return list(samples[0].token_ids) if samples else None

@@ -1,0 +1,10 @@
+"""``agentlightning.algorithm`` on agentbolt: v0.3's algorithm base, ``@algo``,
+``FastAlgorithm``/``Baseline`` and ``APO`` (agentbolt's, with v0.3's arguments).
+``VERL`` is not provided: agentbolt trains with its own GRPO (see the migration guide)."""
+
+from agentbolt.compat.algorithm.apo import APO
+from agentbolt.compat.algorithm.base import Algorithm, V03Algorithm
+from agentbolt.compat.algorithm.decorator import FunctionalAlgorithm, algo
+from agentbolt.compat.algorithm.fast import Baseline, FastAlgorithm
+
+__all__ = ["APO", "Algorithm", "Baseline", "FastAlgorithm", "FunctionalAlgorithm", "V03Algorithm", "algo"]

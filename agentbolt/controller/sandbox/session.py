@@ -1,0 +1,258 @@
+"""One rollout's sandbox: the workspace copy, the gateway relay, the run, its events.
+
+::
+
+    async with SandboxSession(config, tmp, task, server_url, rollout_id, attempt_id) as box:
+        env = {... "OPENAI_BASE_URL": rollout_base_url(box.program_server_url, ...) ...}
+        result, events = await box.run(executor, spec, evaluator_argv)
+        # box.workspace: what the program left, for the evaluator (outside the sandbox)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Self
+from urllib.parse import quote, urlsplit
+
+import orjson
+
+from agentbolt.controller.errors import HarnessConfigError
+from agentbolt.controller.local import (
+    Executor,
+    ProcessResult,
+    ProcessSpec,
+    ProgramStartError,
+)
+from agentbolt.controller.sandbox.bwrap import (
+    INNER_AT,
+    RUN_AT,
+    WORKSPACE_AT,
+    View,
+    bwrap_argv,
+    check_bwrap,
+    python_paths,
+)
+from agentbolt.controller.sandbox.config import Sandbox
+from agentbolt.controller.sandbox.events import (
+    SandboxEvent,
+    events_from_output,
+    events_from_report,
+    merge,
+)
+from agentbolt.controller.sandbox.proxy import GatewayProxy
+from agentbolt.controller.sandbox.workspace import copy_workspace, hidden_patterns
+
+__all__ = ["SandboxSession"]
+
+_DROPPED_ENV = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "PYTHONPATH")
+_BACKSTOP_S = 15.0
+"""Seconds past the program's wall time before the controller kills the sandbox itself."""
+
+
+class SandboxSession:
+    """See the module docstring. ``task`` may name its workspace and hidden paths."""
+
+    def __init__(
+        self, config: Sandbox, tmp: Path, task: Any, server_url: str, rollout_id: str, attempt_id: str
+    ) -> None:
+        self.config = config
+        self.tmp = tmp
+        self.server_url = server_url.rstrip("/")
+        self.rollout_id = rollout_id
+        self.attempt_id = attempt_id
+        fields = task if isinstance(task, Mapping) else {}
+        source = fields.get(config.task_workspace_field) or config.workspace
+        self.source = Path(source).absolute() if source else None
+        extra_hidden = fields.get(config.task_hidden_field) or []
+        if isinstance(extra_hidden, str):
+            extra_hidden = [extra_hidden]
+        self.hidden = hidden_patterns(self.source, [*config.hidden, *map(str, extra_hidden)])
+        self.workspace = tmp / "workspace"
+        self.run_dir = tmp / "run"
+        self.denied: list[SandboxEvent] = []
+        self.left_out: list[str] = []
+        self.startup_s = 0.0
+        parts = urlsplit(self.server_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.inner_port = port if port >= 1024 else 18080
+        self.program_server_url = f"http://127.0.0.1:{self.inner_port}{parts.path}"
+        """The server URL as the program must write it (the relay inside the sandbox)."""
+        self._proxy: GatewayProxy | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def __aenter__(self) -> Self:
+        if self.source is not None and not self.source.is_dir():
+            raise HarnessConfigError(
+                f"the sandbox workspace {self.source} is not a directory: give Sandbox(workspace=...) an existing "
+                f"directory, or a task field {self.config.task_workspace_field!r} that names one"
+            )
+        self.bwrap = await asyncio.to_thread(check_bwrap, self.config.bwrap)
+        self.left_out = await asyncio.to_thread(copy_workspace, self.source, self.workspace, self.hidden)
+        (self.run_dir / "out").mkdir(parents=True)
+        base = urlsplit(self.server_url).path
+        rid, aid = quote(self.rollout_id, safe=""), quote(self.attempt_id, safe="")
+        self._proxy = GatewayProxy(
+            self.run_dir / "gateway.sock",
+            self.server_url,
+            allowed_prefixes=[f"{base}/rollout/{rid}/attempt/{aid}/"],
+            allowed_exact=[f"{base}/v1/rollouts/{rid}/attempts/{aid}/reward"],
+            on_denied=self._denied,
+        )
+        await self._proxy.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._proxy is not None:
+            await self._proxy.__aexit__(*exc)
+
+    def _denied(self, method: str, target: str) -> None:
+        self.denied.append(SandboxEvent("network.denied", f"{method} {target}"))
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def reward_file(self) -> Path:
+        """The reward file on the host (the program writes it at :attr:`program_reward_file`)."""
+        return self.run_dir / "out" / "reward"
+
+    program_reward_file = f"{RUN_AT}/out/reward"
+    program_workspace = WORKSPACE_AT
+
+    def program_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` as the program gets it inside: no proxies, a home in ``/tmp``."""
+        inner = {k: v for k, v in env.items() if k not in _DROPPED_ENV}
+        inner.update(HOME="/tmp", TMPDIR="/tmp", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
+                     AGENTBOLT_WORKSPACE=WORKSPACE_AT)
+        return inner
+
+    # ------------------------------------------------------------------ the run
+    async def run(
+        self, executor: Executor, spec: ProcessSpec, evaluator_argv: Sequence[str] | None, cwd: str | None
+    ) -> tuple[ProcessResult, list[SandboxEvent]]:
+        """Run ``spec`` (argv, env, timeout) in the sandbox; the result as the program
+        ended it, and what the sandbox blocked."""
+        argv, own_files = _absolute_argv(spec.argv, cwd)
+        pythons = python_paths()  # the init runs on this interpreter; Python programs may too
+        evaluator_files = [
+            f for f in (_absolute_argv(evaluator_argv, cwd, executable=False)[1] if evaluator_argv else [])
+            if f not in own_files and not any(p == f or p in f.parents for p in pythons)
+        ]
+        read_only = [*pythons, *self.config.read_only, *own_files]
+        masked = [*self.config.mask, *evaluator_files, *([self.source] if self.source else [])]
+        limits = self.config.limits
+        view = View(read_only=read_only, masked=masked, workspace=self.workspace, run_dir=self.run_dir,
+                    tmp_bytes=limits.tmp_mb << 20 if limits.tmp_mb else None)
+        read_fd, write_fd = os.pipe()
+        limit_values = {
+            "wall": spec.timeout,
+            "memory": limits.memory_mb << 20 if limits.memory_mb else None,
+            "processes": limits.processes,
+            "cpu": limits.cpu_seconds,
+            "file": limits.file_mb << 20 if limits.file_mb else None,
+            "nofile": limits.open_files,
+        }
+        inner_args = [
+            str(self.inner_port), f"{RUN_AT}/gateway.sock", str(write_fd),
+            ",".join(f"{k}={v}" for k, v in limit_values.items() if v is not None), "--", *argv,
+        ]
+        python = os.path.realpath(sys.executable)
+        wrapped = ProcessSpec(
+            argv=bwrap_argv(self.bwrap, view, [python, "-I", "-S", "-B", INNER_AT, *inner_args]),
+            env=self.program_env(spec.env),
+            cwd=None,
+            timeout=(spec.timeout + _BACKSTOP_S) if spec.timeout is not None else None,
+            stdin=spec.stdin,
+            stderr_tail_bytes=spec.stderr_tail_bytes,
+            kill_grace=spec.kill_grace,
+            pass_fds=(write_fd,),
+            output_limit=int(limits.output_mb * 1_000_000),
+        )
+        started = time.monotonic()
+        try:
+            result = await executor.run(wrapped)
+        finally:
+            os.close(write_fd)
+            report = _read_report(read_fd)
+        self.startup_s = max(0.0, result.duration - float(report.get("duration_s", result.duration)))
+        if "start_error" in report:
+            raise ProgramStartError(
+                f"could not start {argv[0]!r} in the sandbox: {report['start_error']}; a program outside the system "
+                "directories must be visible there: add its directory to Sandbox(read_only=[...])"
+            )
+        if not report:  # the sandbox itself failed (or was killed from outside)
+            if result.timed_out:
+                return result, [SandboxEvent("limit.wall_time", f"the sandbox ran past {wrapped.timeout} s and was killed")]
+            raise ProgramStartError(
+                f"the sandbox did not start (bubblewrap exited with {result.exit_code}): {result.stderr_tail.strip()[-800:]}"
+            )
+        events = self._events(report, result)
+        result = _as_program_result(result, report, events, time.monotonic() - started)
+        return result, events
+
+    def _events(self, report: dict[str, Any], result: ProcessResult) -> list[SandboxEvent]:
+        memory = self.config.limits.memory_mb << 20 if self.config.limits.memory_mb else None
+        events = [*self.denied, *events_from_report(report, memory)]
+        names = [*self.hidden, *self.left_out, *(p.name for p in self.config.mask)]
+        events += events_from_output(result.stderr_tail, [n for n in names if len(n) > 2 or n == ".git"])
+        limit = int(self.config.limits.output_mb * 1_000_000)
+        written = int(result.extra.get("stdout_bytes", 0))
+        if written > limit:
+            events.append(SandboxEvent("limit.output", f"the program printed {written} bytes; the first {limit} were kept"))
+        return merge(events)
+
+
+def _absolute_argv(argv: Sequence[str], cwd: str | None, *, executable: bool = True) -> tuple[list[str], list[Path]]:
+    """``argv`` with arguments that name existing files made absolute, and those files
+    (with ``executable``, the command too when it is found on PATH)."""
+    out: list[str] = []
+    files: list[Path] = []
+    base = Path(cwd) if cwd else Path.cwd()
+    for i, arg in enumerate(argv):
+        candidate = Path(arg) if os.path.isabs(arg) else base / arg
+        if arg and not arg.startswith("-") and ("/" in arg or i > 0) and candidate.exists():
+            out.append(str(candidate.absolute()))
+            files.append(candidate.absolute())
+            continue
+        if executable and i == 0 and "/" not in arg:
+            found = shutil.which(arg)
+            if found:
+                files.append(Path(found))
+        out.append(arg)
+    return out, files
+
+
+def _read_report(fd: int) -> dict[str, Any]:
+    chunks = []
+    with contextlib.suppress(OSError):
+        os.set_blocking(fd, False)
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    os.close(fd)
+    try:
+        return dict(orjson.loads(b"".join(chunks))) if chunks else {}
+    except orjson.JSONDecodeError:
+        return {}
+
+
+def _as_program_result(
+    result: ProcessResult, report: dict[str, Any], events: list[SandboxEvent], duration: float
+) -> ProcessResult:
+    """The program's own outcome: a limit the sandbox enforced (reported as an event) is
+    an ordinary exit (the evaluator still judges the workspace); another signal stays a
+    signal; running out of wall time is a timeout."""
+    code = int(report.get("exit_code", result.exit_code if result.exit_code is not None else -1))
+    timed_out = bool(report.get("timed_out")) or result.timed_out
+    limited = any(e.kind.startswith("limit.") and e.kind != "limit.wall_time" for e in events)
+    if code >= 128 and not limited and not timed_out:
+        code = -(code - 128)
+    extra = {**result.extra, "sandbox_report": report}
+    return ProcessResult(
+        exit_code=code, stdout=result.stdout, stderr_tail=result.stderr_tail, timed_out=timed_out,
+        duration=duration, extra=extra,
+    )

@@ -1,0 +1,236 @@
+"""Several named policies of one base model behind one engine: one LoRA adapter per agent.
+
+::
+
+    engine = PolicyEngines.local(model, tokenizer, ["planner", "solver"])
+    gateway = Gateway(engine)
+    # the planner calls with model="planner", the solver with model="solver"
+    await engine.update_weights(lora=solver_adapter, lora_scale=2.0, policy="solver")
+    engine.versions            # {"planner": 0, "solver": 1}
+
+A call goes to the policy named by its ``model`` (a harnessed program may add its agent,
+``"solver#solver"``: the gateway strips ``#...`` first, see :mod:`.origin`); a model name
+that is no policy goes to ``default`` when one is set, else it is refused (404) with the
+names served. Each policy has its own weights and its own **policy version**: the answer
+carries the version of the policy that produced it, so every recorded token says which
+weights, of which policy, sampled it. ``update_weights(..., policy=name)`` changes that
+policy only. A trainer of one policy (GRPO with ``agent_match``) publishes to the
+``default`` policy and copies its weights: set ``default`` to the policy it trains.
+
+:meth:`PolicyEngines.local` serves each policy from its own
+:class:`~agentbolt.gateway.transformers_engine.TransformersEngine` on its own copy of the
+base weights (the local engine merges an adapter into the weights it serves, so adapters
+cannot share one copy): memory grows with the number of policies — fine for small models
+on CPU. vLLM serves many LoRA adapters on one copy of the base model (``--enable-lora``):
+put one :class:`~agentbolt.gateway.VLLMEngine` per adapter name in ``PolicyEngines``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from agentbolt.gateway.engine import Engine, EngineError
+
+__all__ = ["PolicyControl", "PolicyEngines"]
+
+
+class PolicyEngines(Engine):
+    """Route each call to the engine of the policy its ``model`` names (see module doc)."""
+
+    name = "policies"
+
+    def __init__(self, engines: Mapping[str, Engine], *, default: str | None = None) -> None:
+        if not engines:
+            raise ValueError("PolicyEngines needs at least one named engine: PolicyEngines({'solver': engine, ...})")
+        if default is not None and default not in engines:
+            raise ValueError(f"default policy {default!r} is not one of {sorted(engines)}")
+        self.engines = dict(engines)
+        self.default = default
+        first = next(iter(self.engines.values()))
+        self.returns_token_ids = all(e.returns_token_ids for e in self.engines.values())
+        self.supports_weight_updates = all(e.supports_weight_updates for e in self.engines.values())
+        self.weight_formats = first.weight_formats
+        self.tokenizer = first.tokenizer
+        self.tool_parser = first.tool_parser
+
+    @classmethod
+    def local(cls, model: Any, tokenizer: Any, names: Sequence[str], *, default: str | None = None,
+              **engine_kw: Any) -> PolicyEngines:
+        """One local transformers engine per name, each on a copy of ``model`` served
+        under that name (``engine_kw`` go to every engine)."""
+        from agentbolt.gateway.transformers_engine import TransformersEngine
+
+        if len(set(names)) != len(names) or not names:
+            raise ValueError(f"policy names must be distinct and at least one, got {list(names)}")
+        return cls({name: TransformersEngine(copy.deepcopy(model), tokenizer, model_name=name, **engine_kw)
+                    for name in names}, default=default)
+
+    # ---- routing ---------------------------------------------------------------------------
+    def policy_of(self, body: Mapping[str, Any]) -> str:
+        """The policy a call is for: its ``model`` when that is a policy, else ``default``."""
+        model = body.get("model")
+        if isinstance(model, str) and model in self.engines:
+            return model
+        if self.default is not None:
+            return self.default
+        raise EngineError(404, f"model {model!r} is not served here: ask for one of the policies "
+                               f"{sorted(self.engines)} (\"model\": \"<policy>\")",
+                          {"error": {"message": f"model {model!r} is not one of the policies {sorted(self.engines)}",
+                                     "type": "invalid_request_error", "param": "model", "code": "model_not_found"}})
+
+    def engine_of(self, policy: str | None) -> Engine:
+        """The engine of ``policy`` (None: the default, or the only one)."""
+        if policy is None:
+            if self.default is not None:
+                return self.engines[self.default]
+            if len(self.engines) == 1:
+                return next(iter(self.engines.values()))
+            raise ValueError(f"which policy? name one of {sorted(self.engines)} (policy=...)")
+        try:
+            return self.engines[policy]
+        except KeyError:
+            raise ValueError(f"unknown policy {policy!r}: the policies are {sorted(self.engines)}") from None
+
+    @property
+    def versions(self) -> dict[str, int | None]:
+        """Each policy's version."""
+        return {name: e.policy_version for name, e in self.engines.items()}
+
+    @property
+    def policy_version(self) -> int | None:
+        """The default policy's version (the only one's, with one policy); None otherwise
+        (the answers carry each policy's own)."""
+        only = self.default if self.default is not None else (next(iter(self.engines)) if len(self.engines) == 1 else None)
+        return self.engines[only].policy_version if only is not None else None
+
+    # ---- the default policy, for a trainer of one policy -------------------------------------
+    def _default_engine(self) -> Engine | None:
+        if self.default is not None:
+            return self.engines[self.default]
+        return next(iter(self.engines.values())) if len(self.engines) == 1 else None
+
+    @property
+    def model(self) -> Any:
+        """The default policy's model (None without a default): GRPO trains and probes it."""
+        return getattr(self._default_engine(), "model", None)
+
+    @property
+    def device(self) -> Any:
+        return getattr(self._default_engine(), "device", None)
+
+    @property
+    def dtype(self) -> Any:
+        return getattr(self._default_engine(), "dtype", None)
+
+    def rebase_adapters(self) -> None:
+        """See :meth:`TransformersEngine.rebase_adapters`; the default policy's."""
+        rebase = getattr(self._default_engine(), "rebase_adapters", None)
+        if rebase is not None:
+            rebase()
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        for engine in self.engines.values():
+            await engine.start()
+
+    async def close(self) -> None:
+        await asyncio.gather(*(e.close() for e in self.engines.values()))
+
+    async def models(self) -> dict[str, Any]:
+        data = []
+        for name, engine in self.engines.items():
+            listed = (await engine.models()).get("data") or [{}]
+            data.append({**listed[0], "id": name, "object": "model", "owned_by": "agentbolt"})
+        return {"object": "list", "data": data}
+
+    # ---- calls -----------------------------------------------------------------------------
+    async def chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
+        policy = self.policy_of(body)
+        return _named(await self.engines[policy].chat_completions(body, replica=replica), policy)
+
+    def stream_chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> AsyncIterator[dict[str, Any]]:
+        policy = self.policy_of(body)
+        return _named_stream(self.engines[policy].stream_chat_completions(body, replica=replica), policy)
+
+    async def completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
+        policy = self.policy_of(body)
+        return _named(await self.engines[policy].completions(body, replica=replica), policy)
+
+    def stream_completions(self, body: dict[str, Any], *, replica: int = 0) -> AsyncIterator[dict[str, Any]]:
+        policy = self.policy_of(body)
+        return _named_stream(self.engines[policy].stream_completions(body, replica=replica), policy)
+
+    # ---- weights ---------------------------------------------------------------------------
+    async def update_weights(self, state_dict: Mapping[str, Any] | None = None, *, lora: Any = None,
+                             lora_scale: float | None = None, lora_path: str | None = None,
+                             version: int | None = None, policy: str | None = None) -> int:
+        """Load weights into ``policy`` only (see :meth:`Engine.update_weights`); returns
+        that policy's new version."""
+        return await self.engine_of(policy).update_weights(state_dict, lora=lora, lora_scale=lora_scale,
+                                                           lora_path=lora_path, version=version)
+
+
+def _named(answer: dict[str, Any], policy: str) -> dict[str, Any]:
+    answer["model"] = policy
+    return answer
+
+
+async def _named_stream(chunks: AsyncIterator[dict[str, Any]], policy: str) -> AsyncIterator[dict[str, Any]]:
+    try:
+        async for chunk in chunks:
+            chunk["model"] = policy
+            yield chunk
+    finally:
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class PolicyControl:
+    """One policy of a :class:`PolicyEngines` seen as a gateway of its own, for a trainer:
+    ``engine`` is that policy's engine, ``policy_version()`` its version, and
+    ``update_weights`` pauses the whole gateway, drains it and loads the weights into that
+    policy only. Wraps the control of a gateway in this process
+    (:class:`~agentbolt.gateway.control.LocalGatewayControl`)."""
+
+    def __init__(self, control: Any, policy: str) -> None:
+        engines = getattr(control, "engine", None)
+        if not isinstance(engines, PolicyEngines):
+            raise TypeError("training several policies needs the gateway in this process, serving PolicyEngines: "
+                            "Trainer(gateway=Gateway(PolicyEngines.local(model, tokenizer, [...])))")
+        engines.engine_of(policy)  # an unknown policy fails here, with the names served
+        self.control = control
+        self.policy = policy
+        self.engines = engines
+        self.server_url = getattr(control, "server_url", None)
+
+    @property
+    def engine(self) -> Engine:
+        return self.engines.engines[self.policy]
+
+    async def status(self) -> dict[str, Any]:
+        return {**await self.control.status(), "policy": self.policy, "policy_version": self.engine.policy_version}
+
+    async def policy_version(self) -> int | None:
+        return self.engine.policy_version
+
+    async def flush(self) -> None:
+        await self.control.flush()
+
+    async def update_weights(self, *, state_dict: Mapping[str, Any] | None = None, lora: Any = None,
+                             lora_scale: float | None = None, lora_path: str | None = None,
+                             version: int | None = None, drain_timeout: float = 120.0) -> int:
+        gateway = self.control.gateway
+        gateway.pause()
+        try:
+            await self.control.drain(drain_timeout)
+            return await self.engines.update_weights(state_dict, lora=lora, lora_scale=lora_scale,
+                                                     lora_path=lora_path, version=version, policy=self.policy)
+        finally:
+            gateway.resume()
+
+    async def aclose(self) -> None:
+        """Nothing to release: the wrapped control belongs to the run."""

@@ -1,0 +1,11 @@
+"""The OpenAI Responses API at the gateway, translated to and from its chat path.
+
+``POST /rollout/{rid}/attempt/{aid}/v1/responses`` (and ``POST /v1/responses`` with the
+attempt in headers or the scoped token): non-streaming and streaming, function tools,
+``previous_response_id``; recorded like a chat call. See ``docs/gateway.md``.
+"""
+
+from agentbolt.gateway.responses.api import create_response
+from agentbolt.gateway.responses.log import ResponseLog
+
+__all__ = ["ResponseLog", "create_response"]

@@ -1,0 +1,225 @@
+"""Chat completions answered through an engine's token-id completions route.
+
+The gateway (and the local engine itself) render the chat with the policy's chat
+template (:mod:`.chat_template`), send the prompt token ids to the engine's
+``/v1/completions``, and turn the answer back into a chat completion: ``tool_calls``
+parsed from the text (:mod:`.tools`), ``finish_reason: "tool_calls"``, chat-shaped
+logprobs, the engine's token ids. Streams become chat chunks, with tool calls sent as
+tool-call deltas once complete. With an :class:`~.history.AttemptHistory` the prompt of
+a call that continues an earlier call of its attempt reuses that call's token ids.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbolt.gateway.chat_template import ChatTemplate, ToolMode, keep_first_call
+from agentbolt.gateway.engine import Engine
+from agentbolt.gateway.history import AttemptHistory, Turn, message_key
+from agentbolt.gateway.tools import ParsedOutput, ToolCallStream, call_deltas
+
+__all__ = ["PROMPT_SOURCE", "TokenChat"]
+
+PROMPT_SOURCE = "agentbolt.llm.prompt_source"
+"""Span attribute: how the prompt was built — ``token_exact`` (earlier prompt + sampled
+ids + new turns), ``rerendered`` (the fallback) or ``fresh`` (nothing earlier to reuse)."""
+
+_PASSED = (
+    "model", "max_tokens", "temperature", "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty",
+    "logit_bias", "user", "return_token_ids", "stream", "stream_options", "top_k", "min_p", "repetition_penalty",
+    "stop_token_ids", "ignore_eos", "min_tokens", "priority",
+)
+
+
+@dataclass
+class _Call:
+    """One chat call on its way: the completions body and what is needed to answer."""
+
+    body: dict[str, Any]
+    mode: ToolMode
+    keys: list[str]
+    attempt: tuple[str, str] | None
+    source: str
+    want_logprobs: bool
+    ids: list[int] = field(default_factory=list)
+
+
+class TokenChat:
+    """Answer chat calls with ``engine.completions`` on token ids (see the module doc).
+
+    ``parser``: the tool-call parser's name (default: read from the chat template);
+    ``history``: reuse the token ids of the attempt's earlier calls (the gateway's).
+    """
+
+    def __init__(self, engine: Engine, tokenizer: Any, parser: str | None = None,
+                 history: AttemptHistory | None = None) -> None:
+        self.engine = engine
+        self.template = ChatTemplate(tokenizer, parser)
+        self.history = history
+
+    # ---- requests --------------------------------------------------------------------------
+    def _prepare(self, body: dict[str, Any], attempt: tuple[str, str] | None) -> _Call:
+        mode = self.template.tool_mode(body)
+        messages = body.get("messages")
+        keys = [message_key(m) for m in messages] if isinstance(messages, list) and all(
+            isinstance(m, dict) for m in messages) else []
+        prompt: list[int] | None = None
+        source = "fresh"
+        if self.history is not None and attempt is not None and keys:
+            turn = self.history.find(attempt, keys, mode.key())
+            if turn is not None:
+                prompt = self.template.continuation(messages, len(turn.messages), list(turn.prompt_ids),
+                                                    list(turn.response_ids), mode)
+            source = self.history.count(attempt, keys, turn if prompt is not None else None)
+        if prompt is None:
+            prompt = self.template.prompt_ids(body, mode)
+        out = {k: body[k] for k in _PASSED if k in body}
+        if body.get("max_completion_tokens") is not None:
+            out["max_tokens"] = body["max_completion_tokens"]
+        want = bool(body.get("logprobs"))
+        if want:
+            out["logprobs"] = int(body.get("top_logprobs") or 0)
+        out["prompt"] = prompt
+        return _Call(out, mode, keys, attempt, source, want)
+
+    def _remember(self, call: _Call, message: dict[str, Any], prompt_ids: Any, response_ids: Any) -> None:
+        if self.history is None or call.attempt is None or not call.keys:
+            return
+        if not isinstance(prompt_ids, list) or not isinstance(response_ids, list):
+            return
+        turn = Turn(tuple(call.keys), message_key(message), call.mode.key(), tuple(prompt_ids), tuple(response_ids))
+        self.history.remember(call.attempt, turn)
+
+    def _message(self, call: _Call, parsed: ParsedOutput) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+        calls = keep_first_call(parsed.calls, call.mode.parallel)
+        if calls:
+            message["tool_calls"] = [c.as_openai() for c in calls]
+        return message
+
+    def _parse(self, call: _Call, text: str) -> ParsedOutput:
+        parser = call.mode.parser
+        full = call.mode.prefix + text
+        if parser is None:
+            return ParsedOutput(full)
+        parsed = parser.parse(full)
+        return parsed if parsed.calls else ParsedOutput(full)
+
+    # ---- non-streaming ---------------------------------------------------------------------
+    async def complete(self, body: dict[str, Any], *, replica: int = 0, attempt: tuple[str, str] | None = None,
+                       notes: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The chat completion for ``body`` (``notes`` gets ``PROMPT_SOURCE``)."""
+        call = self._prepare(body, attempt)
+        if notes is not None:
+            notes[PROMPT_SOURCE] = call.source
+        answer = await self.engine.completions(call.body, replica=replica)
+        choice = (answer.get("choices") or [{}])[0]
+        message = self._message(call, self._parse(call, choice.get("text") or ""))
+        prompt_ids = answer.get("prompt_token_ids", choice.get("prompt_token_ids"))
+        out_choice: dict[str, Any] = {
+            "index": 0, "message": message,
+            "logprobs": _chat_logprobs(choice.get("logprobs")) if call.want_logprobs else None,
+            "finish_reason": "tool_calls" if message.get("tool_calls") else choice.get("finish_reason"),
+        }
+        if "token_ids" in choice:
+            out_choice["token_ids"] = choice["token_ids"]
+        out: dict[str, Any] = {
+            "id": _chat_id(answer), "object": "chat.completion", "created": answer.get("created") or int(time.time()),
+            "model": answer.get("model"), "choices": [out_choice], "usage": answer.get("usage"),
+        }
+        if prompt_ids is not None:
+            out["prompt_token_ids"] = prompt_ids
+        if answer.get("policy_version") is not None:
+            out["policy_version"] = answer["policy_version"]
+        self._remember(call, message, prompt_ids, choice.get("token_ids"))
+        return out
+
+    # ---- streaming -------------------------------------------------------------------------
+    def stream(self, body: dict[str, Any], *, replica: int = 0, attempt: tuple[str, str] | None = None,
+               notes: dict[str, Any] | None = None) -> AsyncIterator[dict[str, Any]]:
+        """The chat chunks for ``body`` (the request is checked before the first chunk)."""
+        call = self._prepare(body, attempt)
+        if notes is not None:
+            notes[PROMPT_SOURCE] = call.source
+        return self._chunks(call, self.engine.stream_completions(call.body, replica=replica))
+
+    async def _chunks(self, call: _Call, pieces: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+        held = ToolCallStream(call.mode.parser, call.mode.prefix)
+        base: dict[str, Any] | None = None
+        prompt_ids: list[int] | None = None
+        sampled: list[int] = []
+        try:
+            async for piece in pieces:
+                if base is None:
+                    base = {"id": _chat_id(piece), "object": "chat.completion.chunk",
+                            "created": piece.get("created") or int(time.time()), "model": piece.get("model")}
+                    first: dict[str, Any] = {**base, "choices": [
+                        {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                         "finish_reason": None}]}
+                    prompt_ids = _prompt_ids_of(piece)
+                    if prompt_ids is not None:
+                        first["prompt_token_ids"] = prompt_ids
+                    yield first
+                extra = {"policy_version": piece["policy_version"]} if piece.get("policy_version") is not None else {}
+                if not piece.get("choices"):
+                    yield {**base, "choices": [], **{k: v for k, v in piece.items() if k in ("usage",)}, **extra}
+                    continue
+                c = piece["choices"][0]
+                ids = c.get("token_ids")
+                if isinstance(ids, list):
+                    sampled += ids
+                delta: dict[str, Any] = {}
+                shown = held.feed(c.get("text") or "")
+                finish = c.get("finish_reason")
+                tool_calls: list[dict[str, Any]] = []
+                if finish is not None:
+                    rest, parsed = held.finish()
+                    shown += rest
+                    if parsed.calls:
+                        parsed = ParsedOutput(parsed.content, keep_first_call(parsed.calls, call.mode.parallel))
+                        tool_calls = call_deltas(parsed)
+                        finish = "tool_calls"
+                    self._remember(call, self._message(call, parsed), prompt_ids, sampled)
+                if shown:
+                    delta["content"] = shown
+                if tool_calls:
+                    delta["tool_calls"] = tool_calls
+                out_c: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish,
+                                         "logprobs": _chat_logprobs(c.get("logprobs")) if call.want_logprobs else None}
+                if isinstance(ids, list):
+                    out_c["token_ids"] = ids
+                yield {**base, "choices": [out_c], **extra}
+        finally:
+            close = getattr(pieces, "aclose", None)
+            if close is not None:
+                await close()
+
+
+def _chat_id(answer: dict[str, Any]) -> str:
+    raw = str(answer.get("id") or "")
+    return "chatcmpl-" + (raw.split("-", 1)[1] if raw.startswith("cmpl-") else raw or uuid.uuid4().hex)
+
+
+def _prompt_ids_of(piece: dict[str, Any]) -> list[int] | None:
+    ids = piece.get("prompt_token_ids")
+    if ids is None and piece.get("choices"):
+        ids = piece["choices"][0].get("prompt_token_ids")
+    return ids if isinstance(ids, list) else None
+
+
+def _chat_logprobs(lp: Any) -> dict[str, Any] | None:
+    """Completions logprobs (parallel lists) in the chat shape (``content`` entries)."""
+    if not isinstance(lp, dict):
+        return None
+    tokens, values = lp.get("tokens") or [], lp.get("token_logprobs") or []
+    tops = lp.get("top_logprobs") or []
+    content = []
+    for i, (token, value) in enumerate(zip(tokens, values, strict=False)):
+        top = tops[i] if i < len(tops) and isinstance(tops[i], dict) else {}
+        content.append({"token": token, "logprob": value, "bytes": list(str(token).encode()),
+                        "top_logprobs": [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in top.items()]})
+    return {"content": content}
