@@ -47,8 +47,7 @@ from agentbolt.types import (
     Span,
     Worker,
 )
-
-__version__ = "0.1.0"
+from agentbolt.version import __version__
 
 __all__ = [
     "LLM",

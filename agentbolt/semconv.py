@@ -1,12 +1,59 @@
-"""Span names and attribute keys that agentbolt writes and reads.
+"""Span names, attribute keys and headers that agentbolt writes and reads: all of them.
 
 Model calls follow the OpenTelemetry GenAI conventions (``gen_ai.*``); everything
-agentbolt adds lives under ``agentbolt.*``. ``docs/semantic-conventions.md`` lists them.
+agentbolt adds lives under ``agentbolt.*``; the names other instrumentations write and
+agentbolt reads (OpenInference's ``llm.*``, ``input.value``...; Agent Lightning v0.3's
+``agentlightning.*``) are here too, so no module spells a span attribute itself.
+``docs/semantic-conventions.md`` describes each with its type and an example.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+# --- span names ------------------------------------------------------------------------
+ROLLOUT_SPAN = "agentbolt.rollout"
+"""Root span of one attempt; every other span of the attempt descends from it."""
+MESSAGE_SPAN = "agentbolt.message"
+OBJECT_SPAN = "agentbolt.object"
+EXCEPTION_SPAN = "agentbolt.exception"
+ANNOTATION_SPAN = "agentbolt.annotation"
+OPERATION_SPAN = "agentbolt.operation"
+
+# --- the root span and the emitters' spans ---------------------------------------------
+AGENT_NAME = "agentbolt.agent.name"
+"""Set by ``agentbolt.agent(name)`` on every span started inside (inherited by children)."""
+ROLLOUT_MODE = "agentbolt.rollout.mode"
+ATTEMPT_SEQUENCE = "agentbolt.attempt.sequence_id"
+RESOURCES_VERSION = "agentbolt.resources.version"
+
+MESSAGE_ROLE = "agentbolt.message.role"
+MESSAGE_CONTENT = "agentbolt.message.content"
+
+OBJECT_NAME = "agentbolt.object.name"
+OBJECT_TYPE = "agentbolt.object.type"
+OBJECT_JSON = "agentbolt.object.json"
+
+ANNOTATION_PREFIX = "agentbolt.annotation."
+
+OPERATION_NAME = "agentbolt.operation.name"
+OPERATION_INPUT = "agentbolt.operation.input"
+OPERATION_OUTPUT = "agentbolt.operation.output"
+
+# OpenTelemetry's exception conventions (attributes of the "exception" event, and of
+# agentbolt's exception span itself)
+EXCEPTION_TYPE = "exception.type"
+EXCEPTION_MESSAGE = "exception.message"
+EXCEPTION_STACKTRACE = "exception.stacktrace"
+EXCEPTION_EVENT = "exception"
+
+# OpenTelemetry's instrumentation scope and resource, as attributes
+SCOPE_NAME = "otel.scope.name"
+"""Which instrumentation made the span (kept as an attribute: :class:`Span` has no field)."""
+SCOPE_VERSION = "otel.scope.version"
+OTEL_PREFIX = "otel."
+SERVICE_NAME = "service.name"
+"""Resource attribute: the program that made the span."""
 
 # --- rewards ---------------------------------------------------------------------------
 REWARD_SPAN = "agentbolt.reward"
@@ -34,9 +81,15 @@ def reward_span_attributes(rewards: dict[str, float], primary: str) -> dict[str,
     return attrs
 
 
+# --- Agent Lightning v0.3's names (read, so v0.3 code keeps working) -----------------
 AGL_REWARD_VALUE = "agentlightning.reward.0.value"
 """The primary reward as Agent Lightning v0.3's emitters write it (on any span): read too,
 so spans from v0.3 code (``add_otel_span``, OTLP) count as rewards."""
+
+
+AGL_MESSAGE_BODY = "agentlightning.message.body"
+AGL_OBJECT_JSON = "agentlightning.object.json"
+AGL_OBJECT_LITERAL = "agentlightning.object.literal"
 
 
 def primary_reward(name: str, attributes: dict[str, Any]) -> float | None:
@@ -106,3 +159,100 @@ def sandbox_event_counts(spans: Any) -> dict[str, int]:
         count = attrs.get(SANDBOX_COUNT, 1)
         counts[kind] = counts.get(kind, 0) + (int(count) if isinstance(count, (int, float)) else 1)
     return counts
+
+
+# --- model calls: OpenTelemetry GenAI --------------------------------------------------
+GEN_AI_OPERATION = "gen_ai.operation.name"
+"""``chat`` or ``text_completion`` for a model call (``execute_tool``, ``invoke_agent``...
+on other GenAI spans)."""
+GEN_AI_SYSTEM = "gen_ai.system"
+GEN_AI_PROVIDER = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_REQUEST_PREFIX = "gen_ai.request."
+"""``gen_ai.request.temperature`` / ``.top_p`` / ``.max_tokens``."""
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+"""The agent of an OpenTelemetry GenAI agent span (a framework's name for it)."""
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+CHAT = "chat"
+TEXT_COMPLETION = "text_completion"
+
+# --- model calls: what agentbolt adds --------------------------------------------------
+LLM_PREFIX = "agentbolt.llm."
+"""Every attribute agentbolt adds to a model-call span starts with it."""
+LLM_REQUEST = "agentbolt.llm.request"
+"""JSON: the request, chat-completions shaped (a Responses API request gets ``messages``)."""
+LLM_RESPONSE = "agentbolt.llm.response"
+"""JSON: the response as received (streams: reassembled), less the token ids, which are
+in the two attributes below (stored once)."""
+LLM_PROMPT_TOKEN_IDS = "agentbolt.llm.prompt_token_ids"
+LLM_RESPONSE_TOKEN_IDS = "agentbolt.llm.response_token_ids"
+LLM_RESPONSE_LOGPROBS = "agentbolt.llm.response_logprobs"
+LLM_TOKEN_IDS_SOURCE = "agentbolt.llm.token_ids_source"
+LLM_POLICY_VERSION = "agentbolt.llm.policy_version"
+"""Version of the weights that produced the response (written by the gateway)."""
+LLM_WRAPPER = "agentbolt.llm.wrapper"
+"""True on a framework's model-call span (e.g. LangChain's) that wraps a client call
+recorded by its own span: the wrapped call is the model call, this one is not."""
+LLM_WRAPPED_SPAN_IDS = "agentbolt.llm.wrapped_span_ids"
+
+# written by the gateway only
+GATEWAY_SCOPE = "agentbolt.gateway"
+"""``otel.scope.name`` of the spans the gateway records."""
+GATEWAY_SERVICE = "agentbolt-gateway"
+"""``service.name`` of the gateway spans' resource."""
+LLM_ENGINE = "agentbolt.llm.engine"
+LLM_ENGINE_REPLICA = "agentbolt.llm.engine_replica"
+LLM_LATENCY_MS = "agentbolt.llm.latency_ms"
+LLM_STREAMED = "agentbolt.llm.streamed"
+LLM_RETRIES = "agentbolt.llm.retries"
+HTTP_STATUS = "http.response.status_code"
+LLM_PROMPT_SOURCE = "agentbolt.llm.prompt_source"
+"""How the gateway built a token-id prompt (:mod:`agentbolt.gateway.token_chat`):
+``token_exact`` (earlier prompt + sampled ids + new turns), ``rerendered`` (the fallback)
+or ``fresh`` (nothing earlier to reuse)."""
+LLM_RESPONSE_API_ID = "agentbolt.llm.response_api_id"
+"""The Responses API id of the call (``resp_…``)."""
+LLM_PREVIOUS_RESPONSE_ID = "agentbolt.llm.previous_response_id"
+"""The ``previous_response_id`` the call continued."""
+LLM_CONVERSATION_START = "agentbolt.llm.conversation_start"
+"""Where the conversation starts in the recorded messages (1 after an ``instructions``
+system message, which a later call does not inherit)."""
+LLM_API = "agentbolt.llm.api"
+"""The API the agent called when the gateway translated it (``responses``)."""
+
+# --- model calls: what other instrumentations write (read) -----------------------------
+OI_SPAN_KIND = "openinference.span.kind"
+"""OpenInference's span kind: ``LLM`` for a model call, ``TOOL``, ``AGENT``, ``CHAIN``..."""
+OI_INPUT = "input.value"
+OI_INPUT_MIME = "input.mime_type"
+OI_OUTPUT = "output.value"
+OI_OUTPUT_MIME = "output.mime_type"
+OI_INVOCATION_PARAMETERS = "llm.invocation_parameters"
+OI_MODEL_NAME = "llm.model_name"
+OI_SYSTEM = "llm.system"
+OI_PROVIDER = "llm.provider"
+OI_PROMPT_TOKENS = "llm.token_count.prompt"
+OI_COMPLETION_TOKENS = "llm.token_count.completion"
+OI_INPUT_MESSAGES = "llm.input_messages."
+OI_OUTPUT_MESSAGES = "llm.output_messages."
+OI_PROMPTS = "llm.prompts"
+OI_CHOICES = "llm.choices."
+OI_TOOLS = "llm.tools."
+OI_OPENAI_SCOPE = "openinference.instrumentation.openai"
+OI_AGENT_NAME = "agent.name"
+OI_GRAPH_NODE = "graph.node.name"
+OI_TOOL_NAME = "tool.name"
+LANGCHAIN_METADATA = "metadata"
+"""LangChain's run metadata (JSON); LangGraph puts the node that made a call in it."""
+
+# --- HTTP headers of model calls to the gateway ---------------------------------------
+AGENT_HEADER = "x-agentbolt-agent"
+"""Names the agent making a model call (percent-encoded); recorded as :data:`AGENT_NAME`
+on the gateway's span (:mod:`agentbolt.gateway.origin`, :mod:`agentbolt.tracing.propagation`)."""
+TRACEPARENT_HEADER = "traceparent"
+"""W3C Trace Context: the caller's span becomes the parent of the gateway's span."""

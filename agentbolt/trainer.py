@@ -56,6 +56,7 @@ from agentbolt.store.base import Store
 from agentbolt.types import Resource, RolloutConfig, RolloutMode
 
 if TYPE_CHECKING:
+    from agentbolt.gateway.control import GatewayControl
     from agentbolt.gateway.gateway import Gateway
     from agentbolt.gateway.spec import EngineSpec, GatewaySpec
 
@@ -112,8 +113,18 @@ class Trainer:
             mapped = _compat.map_arguments(
                 {"algorithm": algorithm, "n_runners": n_runners, "store": store, "hooks": hooks,
                  "strategy": strategy, "runner": runner, "resources": resources, "gateway": gateway}, v03)
-            algorithm, n_runners, store, hooks = mapped["algorithm"], mapped["n_runners"], mapped["store"], mapped["hooks"]
-            strategy, runner, resources, gateway = mapped["strategy"], mapped["runner"], mapped["resources"], mapped["gateway"]
+            algorithm, n_runners, store, hooks = (
+                mapped["algorithm"],
+                mapped["n_runners"],
+                mapped["store"],
+                mapped["hooks"],
+            )
+            strategy, runner, resources, gateway = (
+                mapped["strategy"],
+                mapped["runner"],
+                mapped["resources"],
+                mapped["gateway"],
+            )
         if n_runners < 1:
             raise ValueError(f"n_runners must be at least 1, got {n_runners}")
         self.algorithm = algorithm if algorithm is not None else Evaluate()
@@ -121,8 +132,8 @@ class Trainer:
         self.store = store
         self.hooks = hooks
         self.strategy = strategy_from(strategy)
-        if run_dir is not None and hasattr(self.strategy, "run_dir") and self.strategy.run_dir is None:  # type: ignore[attr-defined]
-            self.strategy.run_dir = run_dir  # type: ignore[attr-defined]
+        if run_dir is not None and self.strategy.run_dir is None:
+            self.strategy.run_dir = run_dir
         self.runner = runner
         self.train_dataset = train_dataset
         self.val_dataset = val_dataset
@@ -131,7 +142,9 @@ class Trainer:
         self.gateway = _gateway_of(gateway)
 
     # ------------------------------------------------------------------------ fit
-    def fit(self, agent: Any = None, train_dataset: Sequence[Any] | None = None, val_dataset: Sequence[Any] | None = None) -> Any:
+    def fit(
+        self, agent: Any = None, train_dataset: Sequence[Any] | None = None, val_dataset: Sequence[Any] | None = None
+    ) -> Any:
         """Run the algorithm with runners of ``agent`` on the datasets; returns what the
         algorithm returns (an ``EvaluationResult`` for ``Evaluate``)."""
         return _run_sync(self.fit_async(agent, train_dataset, val_dataset), "fit")
@@ -139,7 +152,8 @@ class Trainer:
     def run(self) -> Any:
         """:meth:`fit` with the agent of ``runner=`` and the datasets given to the trainer."""
         if self.runner is None:
-            raise TypeError("Trainer.run() needs Trainer(runner=agentbolt.Runner(run_fn=...)); or call fit(agent, data)")
+            raise TypeError("Trainer.run() needs Trainer(runner=agentbolt.Runner(run_fn=...)); or call fit(agent, "
+                            "data)")
         return self.fit()
 
     async def fit_async(
@@ -151,11 +165,11 @@ class Trainer:
         train = train_dataset if train_dataset is not None else self.train_dataset
         val = val_dataset if val_dataset is not None else self.val_dataset
 
-        follow = getattr(self.algorithm, "follow", None)
+        follow = getattr(self.algorithm, "follow", None)  # not a hook of Algorithm: data-parallel ones (GRPO) have it
         if follow is not None and _is_follower_rank():  # torchrun: ranks > 0 only join the updates
             return await follow()
 
-        async def main(store: Store, gateway: Any = None) -> Any:
+        async def main(store: Store, gateway: GatewayControl | None = None) -> Any:
             if self.resources:
                 await store.update_resources(self.resources)
             ctx = AlgorithmContext(store, train, val, self.rollout_config.model_copy(deep=True), gateway=gateway)
@@ -163,9 +177,8 @@ class Trainer:
             return await result if inspect.isawaitable(result) else result
 
         _ensure_log_output()
-        configure = getattr(self.algorithm, "configure_gateway", None)
-        if configure is not None and self.gateway is not None:  # e.g. GRPO: RL sampling per mode
-            configure(self.gateway.config)
+        if self.gateway is not None:  # e.g. GRPO: RL sampling per mode
+            self.algorithm.configure_gateway(self.gateway.config)
         extra = {"gateway": self.gateway} if self.gateway is not None else {}  # strategies of others may lack it
         return await self.strategy.execute(main, spec, n_runners=self.n_runners, store=self.store, **extra)
 
@@ -204,7 +217,7 @@ class Trainer:
         if not items:
             raise ValueError("dev() needs a dataset with at least one item")
 
-        async def main(store: Store, gateway: Any = None) -> list[DevRollout]:
+        async def main(store: Store, gateway: GatewayControl | None = None) -> list[DevRollout]:
             if self.resources:
                 await store.update_resources(self.resources)
             ctx = AlgorithmContext(store, rollout_config=self.rollout_config.model_copy(deep=True), gateway=gateway)
@@ -224,9 +237,8 @@ class Trainer:
             return results
 
         _ensure_log_output()
-        configure = getattr(self.algorithm, "configure_gateway", None)
-        if configure is not None and self.gateway is not None:  # sample as the algorithm will (GRPO: RL sampling)
-            configure(self.gateway.config)
+        if self.gateway is not None:  # sample as the algorithm will (GRPO: RL sampling)
+            self.algorithm.configure_gateway(self.gateway.config)
         store = self.store if isinstance(self.store, Store) else None
         results = await InProcessStrategy().execute(main, spec, n_runners=1, store=store, gateway=self.gateway)
         print_dev_rollouts(results, console)
@@ -249,7 +261,7 @@ def _is_follower_rank() -> bool:
 
     if "torch" not in sys.modules:
         return False
-    from agentbolt.algorithms.grpo import distributed
+    from agentbolt.training import distributed
 
     return distributed.is_distributed() and not distributed.is_main()
 

@@ -51,8 +51,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch
 
-from agentbolt.algorithms.grpo.config import GRPOConfig, LoraSettings
-from agentbolt.algorithms.grpo.policy import Policy
+from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.training.lora import LoraSettings
+from agentbolt.training.policy import Policy
 from agentbolt.adapters.samples import Sample
 from agentbolt.algorithms.grpo.update import PolicyUpdate
 

@@ -6,7 +6,7 @@ export default defineConfig({
   plugins: [react()],
   base: "/",
   build: {
-    outDir: "../agentbolt/server/dashboard_dist",
+    outDir: "../agentbolt/server/dashboard/dist",
     emptyOutDir: true,
     chunkSizeWarningLimit: 700,
     rollupOptions: {

@@ -39,8 +39,10 @@ from typing import Any
 
 import orjson
 
-from agentbolt.tracing.names import (
+from agentbolt import semconv
+from agentbolt.semconv import (
     AGENT_NAME,
+    GATEWAY_SCOPE,
     LLM_PROMPT_TOKEN_IDS,
     LLM_REQUEST,
     LLM_RESPONSE,
@@ -54,7 +56,7 @@ from agentbolt.types import Span, SpanStatus
 
 __all__ = ["ModelCall", "extract_model_calls", "group_by_attempt", "is_model_call", "span_order"]
 
-FRAMEWORK_AGENT_ATTRIBUTES = ("gen_ai.agent.name", "agent.name", "graph.node.name")
+FRAMEWORK_AGENT_ATTRIBUTES = (semconv.GEN_AI_AGENT_NAME, semconv.OI_AGENT_NAME, semconv.OI_GRAPH_NODE)
 """Attributes in which frameworks and their instrumentations name the agent (or graph
 node) a span belongs to."""
 _METADATA_AGENT_KEYS = ("langgraph_node",)
@@ -144,10 +146,6 @@ def extract_model_calls(spans: Iterable[Span]) -> list[ModelCall]:
     return out
 
 
-GATEWAY_SCOPE = "agentbolt.gateway"
-"""``otel.scope.name`` of the spans the gateway records."""
-
-
 def _without_duplicates(calls: list[ModelCall]) -> list[ModelCall]:
     """One call seen twice — by the gateway and by the agent's own instrumented client —
     is kept once, as the gateway's span (it carries the policy version), enriched with
@@ -155,14 +153,14 @@ def _without_duplicates(calls: list[ModelCall]) -> list[ModelCall]:
     and logprobs (when the gateway has none), and any attribute the gateway's span lacks.
     A client span is a twin when a gateway span of the attempt has the same token ids, or
     (without ids) the same messages and answer text."""
-    gateway = [i for i, c in enumerate(calls) if c.attributes.get("otel.scope.name") == GATEWAY_SCOPE]
+    gateway = [i for i, c in enumerate(calls) if c.attributes.get(semconv.SCOPE_NAME) == GATEWAY_SCOPE]
     if not gateway or len(gateway) == len(calls):
         return calls
     free = [(set(_identities(calls[i])), i) for i in gateway]
     twins: dict[int, ModelCall] = {}
     dropped: set[int] = set()
     for i, c in enumerate(calls):
-        if c.attributes.get("otel.scope.name") == GATEWAY_SCOPE:
+        if c.attributes.get(semconv.SCOPE_NAME) == GATEWAY_SCOPE:
             continue
         mine = set(_identities(c))
         found = next((k for k, (keys, _) in enumerate(free) if keys & mine), None)
@@ -180,7 +178,9 @@ def _merged(gateway: ModelCall, client: ModelCall) -> ModelCall:
         agent_name=gateway.agent_name or client.agent_name,
         prompt_token_ids=gateway.prompt_token_ids if has_ids else client.prompt_token_ids,
         response_token_ids=gateway.response_token_ids if has_ids else client.response_token_ids,
-        response_logprobs=gateway.response_logprobs if gateway.response_logprobs is not None else client.response_logprobs,
+        response_logprobs=gateway.response_logprobs
+        if gateway.response_logprobs is not None
+        else client.response_logprobs,
         token_ids_source=gateway.token_ids_source if has_ids else client.token_ids_source,
         attributes={**client.attributes, **gateway.attributes},
     )
@@ -234,7 +234,7 @@ def _named_by(span: Span) -> str | None:
         value = attrs.get(key)
         if isinstance(value, str) and value:
             return value
-    metadata = _json(attrs.get("metadata"))
+    metadata = _json(attrs.get(semconv.LANGCHAIN_METADATA))
     if isinstance(metadata, dict):
         for key in _METADATA_AGENT_KEYS:
             value = metadata.get(key)
@@ -250,17 +250,20 @@ def _parse(span: Span, agent_name: str | None) -> ModelCall:
     request = request if isinstance(request, dict) else {}
     response = _json(attrs.get(LLM_RESPONSE))
     response = response if isinstance(response, dict) else {}
-    operation = str(attrs.get("gen_ai.operation.name") or ("text_completion" if "prompt" in request else "chat"))
+    guessed = semconv.TEXT_COMPLETION if "prompt" in request else semconv.CHAT
+    operation = str(attrs.get(semconv.GEN_AI_OPERATION) or guessed)
     messages = request.get("messages")
     choice = _first_choice(response)
     message = choice.get("message") if isinstance(choice.get("message"), dict) else None
     if message is not None:
-        text = message.get("content") if isinstance(message.get("content"), str) else _text_parts(message.get("content"))
+        text = (
+            message.get("content") if isinstance(message.get("content"), str) else _text_parts(message.get("content"))
+        )
         tool_calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
     else:
         text = choice.get("text") if isinstance(choice.get("text"), str) else None
         tool_calls = []
-    model = attrs.get("gen_ai.response.model") or response.get("model") or attrs.get("gen_ai.request.model")
+    model = attrs.get(semconv.GEN_AI_RESPONSE_MODEL) or response.get("model") or attrs.get(semconv.GEN_AI_REQUEST_MODEL)
     model = model or request.get("model")
     return ModelCall(
         span_id=span.span_id,

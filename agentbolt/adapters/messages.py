@@ -114,7 +114,8 @@ def _clean(message: Mapping[str, Any], *, history: bool) -> dict[str, Any]:
 
 
 def _clean_tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    given = call.get("function")
+    function: dict[str, Any] = given if isinstance(given, dict) else {}
     out: dict[str, Any] = {
         "id": call.get("id"),
         "type": call.get("type") or "function",

@@ -38,12 +38,14 @@ REWARD_POLICIES: tuple[str, ...] = ("final", "preceding")
 
 def check_policy(policy: str) -> RewardPolicy:
     """``policy`` if it is a known reward policy; a ValueError naming them otherwise."""
-    if policy not in REWARD_POLICIES:
-        raise ValueError(
-            f"unknown reward_policy {policy!r}: use 'final' (the attempt's last reward to every call) "
-            f"or 'preceding' (each reward to the model call just before it)"
-        )
-    return policy  # type: ignore[return-value]
+    if policy == "final":
+        return "final"
+    if policy == "preceding":
+        return "preceding"
+    raise ValueError(
+        f"unknown reward_policy {policy!r}: use 'final' (the attempt's last reward to every call) "
+        f"or 'preceding' (each reward to the model call just before it)"
+    )
 
 
 def reward_spans(spans: Sequence[Span]) -> list[tuple[float, float]]:

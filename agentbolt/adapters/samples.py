@@ -48,7 +48,7 @@ from agentbolt.adapters.calls import ModelCall, extract_model_calls, group_by_at
 from agentbolt.adapters.match import AgentMatcher, agent_matcher
 from agentbolt.adapters.rewards import final_reward
 from agentbolt.adapters.triplets import MissingTokenIdsError
-from agentbolt.tracing.names import LLM_POLICY_VERSION
+from agentbolt.semconv import LLM_POLICY_VERSION
 from agentbolt.types import Span
 
 __all__ = ["UNNAMED_AGENT", "RolloutSamples", "Sample", "SampleAdapter", "SampleCall", "agent_counts", "build_samples"]
@@ -260,7 +260,9 @@ def _require_tokens(calls: Sequence[ModelCall]) -> None:
             "the model with an engine that returns token ids (vLLM: extra_body={'return_token_ids': True}); or "
             "leave these agents out with agent_match."
         )
-    bad = [c for c in calls if c.response_logprobs is None or len(c.response_logprobs) != len(c.response_token_ids or [])]
+    bad = [
+        c for c in calls if c.response_logprobs is None or len(c.response_logprobs) != len(c.response_token_ids or [])
+    ]
     if bad:
         raise MissingTokenIdsError(
             f"model call {bad[0].span_id} of rollout {bad[0].rollout_id} has no sampling-time logprob for every "

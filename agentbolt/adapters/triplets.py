@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from agentbolt.adapters.calls import ModelCall, extract_model_calls, group_by_attempt
 from agentbolt.adapters.match import AgentMatcher, agent_matcher
 from agentbolt.adapters.rewards import RewardPolicy, assign_rewards, check_policy
-from agentbolt.tracing.names import RESOURCES_VERSION, ROLLOUT_SPAN
+from agentbolt.semconv import RESOURCES_VERSION, ROLLOUT_SPAN
 from agentbolt.types import Span
 
 __all__ = [
@@ -93,7 +93,7 @@ class Triplet(BaseModel):
     resources_version: int | None = None
     """The resources version (policy version) the attempt ran with, if recorded."""
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; mypy rejects decorated properties
     @property
     def has_token_ids(self) -> bool:
         """Whether both the prompt's and the response's token ids are known."""

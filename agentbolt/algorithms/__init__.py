@@ -24,13 +24,14 @@ if TYPE_CHECKING:
         GRPOConfig,
         GRPOPolicies,
         GRPOResult,
-        LoraSettings,
     )
     from agentbolt.algorithms.sft import SFT, SFTConfig, SFTResult
+    from agentbolt.training.lora import LoraSettings
 
 _LAZY = {
     **dict.fromkeys(("APO", "APOConfig", "APOResult", "Candidate"), "agentbolt.algorithms.apo"),
-    **dict.fromkeys(("GRPO", "GRPOConfig", "GRPOPolicies", "GRPOResult", "LoraSettings"), "agentbolt.algorithms.grpo"),
+    **dict.fromkeys(("GRPO", "GRPOConfig", "GRPOPolicies", "GRPOResult"), "agentbolt.algorithms.grpo"),
+    "LoraSettings": "agentbolt.training.lora",
     **dict.fromkeys(("SFT", "SFTConfig", "SFTResult"), "agentbolt.algorithms.sft"),
 }
 

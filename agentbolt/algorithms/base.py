@@ -11,10 +11,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbolt.store.base import Store
 from agentbolt.types import Rollout, RolloutConfig, RolloutCreate, RolloutMode
+
+if TYPE_CHECKING:
+    from agentbolt.gateway.control import GatewayControl
 
 __all__ = ["DEFAULT_ROLLOUT_CONFIG", "Algorithm", "AlgorithmContext"]
 
@@ -34,10 +37,12 @@ class AlgorithmContext:
     val_dataset: Sequence[Any] | None = None
     rollout_config: RolloutConfig = field(default_factory=lambda: DEFAULT_ROLLOUT_CONFIG.model_copy(deep=True))
     """Limits and retry policy for rollouts enqueued through this context."""
-    gateway: Any = None
-    """The run's model gateway when it is in this process (a
-    :class:`~agentbolt.gateway.control.GatewayControl`), for algorithms that update
-    the weights it serves; None otherwise (they reach it through the server then)."""
+    gateway: GatewayControl | None = None
+    """The run's model gateway, for algorithms that update the weights it serves or read
+    its calls: a :class:`~agentbolt.gateway.control.LocalGatewayControl` when it is in this
+    process, a :class:`~agentbolt.gateway.control.RemoteGateway` when it is in the server
+    the runners use (every execution strategy hands one over); None when the run has no
+    server and no gateway."""
 
     async def enqueue(
         self,

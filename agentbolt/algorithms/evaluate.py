@@ -84,7 +84,7 @@ class EvaluationResult:
 
     @property
     def rewards(self) -> list[float]:
-        return [r.reward for r in self.rows if r.scored]  # type: ignore[misc]
+        return [r.reward for r in self.rows if r.scored and r.reward is not None]
 
     @property
     def mean_reward(self) -> float | None:
@@ -241,7 +241,7 @@ class Evaluate(Algorithm):
             items = ctx.val_dataset
             which = "validation"
         else:
-            return list(self.dataset)  # type: ignore[arg-type]
+            return list(self.dataset)
         if items is None:
             raise ValueError(f"Evaluate has no dataset: the trainer got no {which} dataset")
         return list(items)

@@ -2,10 +2,10 @@
 
 Three things every algorithm that trains the served model needs, whatever its update:
 
-* :func:`gateway_control` — the :class:`~agentbolt.gateway.control.GatewayControl` of the
-  run: the trainer's in-process gateway (``ctx.gateway``), or the gateway of the server
-  behind an :class:`~agentbolt.store.http.HttpStore` (a :class:`RemoteGateway`, which the
-  caller must ``aclose()``), or None when the run has no gateway;
+* :func:`gateway_control` — the :class:`~agentbolt.gateway.control.GatewayControl` the
+  execution strategy handed over (``ctx.gateway``: the in-process gateway's, or a
+  :class:`~agentbolt.gateway.control.RemoteGateway` to the server's, closed by the
+  strategy), or None when the run has no gateway;
 * :func:`engine_weights` — a copy of the model the in-process engine serves (and its
   tokenizer), so training starts from exactly the weights rollouts are sampled with;
 * :func:`ensure_gateway_llm` — publish ``llm = gateway_llm()`` when no LLM resource
@@ -15,34 +15,23 @@ Three things every algorithm that trains the served model needs, whatever its up
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbolt.algorithms.base import AlgorithmContext
 from agentbolt.types import LLM
 
-__all__ = ["engine_weights", "ensure_gateway_llm", "gateway_control", "owns_control"]
+if TYPE_CHECKING:
+    from agentbolt.gateway.control import GatewayControl
+
+__all__ = ["engine_weights", "ensure_gateway_llm", "gateway_control"]
 
 
-def gateway_control(ctx: AlgorithmContext) -> Any:
+def gateway_control(ctx: AlgorithmContext) -> GatewayControl | None:
     """The run's gateway control, or None when the run has no gateway."""
-    control = getattr(ctx, "gateway", None)
-    if control is not None:
-        return control
-    from agentbolt.store.http import HttpStore
-
-    if isinstance(ctx.store, HttpStore):
-        from agentbolt.gateway.control import RemoteGateway
-
-        return RemoteGateway(ctx.store.base_url, token=ctx.store.token)
-    return None
+    return ctx.gateway
 
 
-def owns_control(ctx: AlgorithmContext, control: Any) -> bool:
-    """Whether ``control`` was made by :func:`gateway_control` (and must be closed by the caller)."""
-    return control is not None and control is not getattr(ctx, "gateway", None)
-
-
-def engine_weights(control: Any, *, as_base: bool = True) -> tuple[Any, Any] | None:
+def engine_weights(control: GatewayControl | None, *, as_base: bool = True) -> tuple[Any, Any] | None:
     """``(model, tokenizer)``: a deep copy of the in-process engine's model (on the
     engine's device; the engine keeps serving its own copy), or None when the engine is
     not in this process or holds no transformers model.
@@ -51,12 +40,12 @@ def engine_weights(control: Any, *, as_base: bool = True) -> tuple[Any, Any] | N
     adapter. The copy holds any adapter served now (SFT's, an earlier run's) merged in, and
     the trainer's fresh adapter is a delta on the copy: without this, the engine would serve
     that delta on the weights from before its first adapter, dropping the earlier one."""
-    engine = getattr(control, "engine", None)
+    engine: Any = control.engine if control is not None else None
     if not hasattr(getattr(engine, "model", None), "state_dict"):  # vLLM's `model` is a name, not weights
         return None
     model = copy.deepcopy(engine.model)
     model.to(engine.device)
-    rebase = getattr(engine, "rebase_adapters", None)
+    rebase = getattr(engine, "rebase_adapters", None)  # only the transformers engine has adapters to rebase
     if as_base and rebase is not None:
         rebase()
     return model, getattr(engine, "tokenizer", None)

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from rich.console import Console
 from rich.errors import LiveError
@@ -54,7 +54,7 @@ class ConsoleProgress:
         self._started = time.monotonic()
         self._printed = self._started
 
-    def __enter__(self) -> ConsoleProgress:
+    def __enter__(self) -> Self:
         self._started = self._printed = time.monotonic()
         if self.enabled and self.console.is_terminal:
             bar = Progress(TextColumn(f"[bold]{self.label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

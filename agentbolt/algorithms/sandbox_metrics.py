@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentbolt import semconv
-from agentbolt.tracing.names import ANNOTATION_PREFIX, ANNOTATION_SPAN
+from agentbolt.semconv import ANNOTATION_PREFIX, ANNOTATION_SPAN
 
 __all__ = ["sandbox_metrics"]
 

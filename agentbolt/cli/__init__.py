@@ -8,9 +8,9 @@ import platform
 
 import typer
 
+from agentbolt.cli.runner_cmd import runner
 from agentbolt.cli.server_cmd import server
 from agentbolt.cli.store_cmds import store_app
-from agentbolt.runner_cli import runner
 
 __all__ = ["app"]
 

@@ -29,7 +29,9 @@ def metric_columns(records: Sequence[MetricRecord], keys: Sequence[str] | None =
     return sorted({k for r in records for k in r.values})
 
 
-def metrics_table(records: Sequence[MetricRecord], keys: Sequence[str] | None = None, now: float | None = None) -> Table:
+def metrics_table(
+    records: Sequence[MetricRecord], keys: Sequence[str] | None = None, now: float | None = None
+) -> Table:
     """One row per step (ascending): step, time, then one column per metric."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column("step", justify="right", no_wrap=True)

@@ -308,7 +308,9 @@ def _serve_workers(n: int, host: str, port: int, serve: Callable[[list[socket.so
             continue
         code = os.waitstatus_to_exitcode(status)
         if time.monotonic() - started < 10.0 and code > 0:
-            failed_early = f"server worker {slot} (pid {pid}) failed at startup with exit code {code}: see its log above"
+            failed_early = (
+                f"server worker {slot} (pid {pid}) failed at startup with exit code {code}: see its log above"
+            )
             stop(signal.SIGTERM, None)
             continue
         log.warning("server worker %d (pid %d) exited with %s: starting a new one", slot, pid, code)

@@ -43,16 +43,7 @@ from agentbolt.retention import (
 from agentbolt.retention.formats import check_format
 from agentbolt.store import Store
 from agentbolt.store.pagination import ROLLOUT_SORT_KEYS
-from agentbolt.types import (
-    Attempt,
-    MetricRecord,
-    Page,
-    Resources,
-    Rollout,
-    RolloutMode,
-    RolloutStatus,
-    Span,
-)
+from agentbolt.types import Attempt, MetricRecord, Page, Resources, Rollout, RolloutMode, RolloutStatus, Span
 
 __all__ = ["store_app"]
 
@@ -63,7 +54,7 @@ store_app = typer.Typer(
     no_args_is_help=True,
 )
 
-SortKey = StrEnum("SortKey", {key: key for key in ROLLOUT_SORT_KEYS})  # type: ignore[misc]
+SortKey = StrEnum("SortKey", {key: key for key in ROLLOUT_SORT_KEYS})  # type: ignore[misc]  # a dynamic Enum
 """The fields rollouts can be sorted by (those the store supports)."""
 DEFAULT_SORT = SortKey("created_at")
 
@@ -330,7 +321,8 @@ def _retention_errors() -> Iterator[None]:
 @store_app.command("export")
 def export_cmd(
     out_dir: Annotated[Path, typer.Argument(help="Folder to write (created; must be empty).", show_default=False)],
-    format: Annotated[ExportFormatChoice, typer.Option("--format", "-f", help="File format.")] = ExportFormatChoice.jsonl,
+    format: Annotated[ExportFormatChoice, typer.Option("--format", "-f", help="File format.")] = (
+        ExportFormatChoice.jsonl),
     since: Annotated[
         str | None, typer.Option("--since", help="Rollouts created at/after: ISO time, epoch seconds, or 7d (ago).")
     ] = None,
@@ -352,7 +344,8 @@ def export_cmd(
         list[str] | None, typer.Option("--metrics-run", help="Export this run's training metrics (repeatable).")
     ] = None,
     samples: Annotated[
-        SamplesChoice, typer.Option("--samples", help="Training samples of finished rollouts: chat records, triplets, or rl (what GRPO trains on).")
+        SamplesChoice, typer.Option("--samples", help="Training samples of finished rollouts: chat records, triplets, "
+                                    "or rl (what GRPO trains on).")
     ] = SamplesChoice.chat,
     gzip: Annotated[bool, typer.Option("--gzip", help="Compress JSONL files (.jsonl.gz).")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a previous export in OUT_DIR.")] = False,
@@ -438,7 +431,8 @@ def prune_spans_cmd(
             if as_json:
                 typer.echo(json_line(result))
             else:
-                show(f"{count} spans of {where} would be deleted" if count else f"no spans of {where}: nothing to delete")
+                nothing = f"no spans of {where}: nothing to delete"
+                show(f"{count} spans of {where} would be deleted" if count else nothing)
             return
         if not yes and not _confirmed(f"Delete {count} spans of {where}?"):
             raise CliFailure("nothing deleted (pass --yes to skip this question in scripts)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from agentbolt.adapters.messages import ChatRecord, MessagesAdapter
 from agentbolt.adapters.triplets import Triplet as BoltTriplet
@@ -88,7 +88,9 @@ class TracerTraceToTriplet(TraceToTripletBase):
 
     def __init__(self, *, agent_match: str | re.Pattern[str] | None = None, reward_match: Any = None,
                  **_options: Any) -> None:
-        policy = "final" if reward_match in (None, "final", "FIRST_OCCURRENCE") else "preceding"
+        policy: Literal["final", "preceding"] = (
+            "final" if reward_match in (None, "final", "FIRST_OCCURRENCE") else "preceding"
+        )
         self.adapter = TripletAdapter(reward_policy=policy, agent_match=agent_match)
 
     def adapt(self, source: Iterable[Span], /) -> list[Triplet]:

@@ -15,12 +15,18 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import orjson
 from pydantic import BaseModel
 
 from agentbolt import semconv
+from agentbolt.semconv import (
+    MESSAGE_CONTENT,
+    MESSAGE_SPAN,
+    OBJECT_JSON,
+    OBJECT_SPAN,
+)
 from agentbolt.tracing.emitters import (
     emit_annotation,
     emit_exception,
@@ -28,12 +34,6 @@ from agentbolt.tracing.emitters import (
     emit_object,
     emit_reward,
     operation,
-)
-from agentbolt.tracing.names import (
-    MESSAGE_CONTENT,
-    MESSAGE_SPAN,
-    OBJECT_JSON,
-    OBJECT_SPAN,
 )
 
 __all__ = [
@@ -149,20 +149,20 @@ def get_message_value(span: Any) -> str | None:
     attrs = _attributes(span)
     if getattr(span, "name", None) == MESSAGE_SPAN:
         return attrs.get(MESSAGE_CONTENT)
-    body = attrs.get("agentlightning.message.body")
+    body = attrs.get(semconv.AGL_MESSAGE_BODY)
     return body if isinstance(body, str) else None
 
 
 def get_object_value(span: Any) -> Any:
     """The object an object span holds (:func:`emit_object`; v0.3's ``agentlightning.object.*`` too)."""
     attrs = _attributes(span)
-    raw = attrs.get(OBJECT_JSON) if getattr(span, "name", None) == OBJECT_SPAN else attrs.get("agentlightning.object.json")
+    raw = attrs.get(OBJECT_JSON) if getattr(span, "name", None) == OBJECT_SPAN else attrs.get(semconv.AGL_OBJECT_JSON)
     if isinstance(raw, str):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
             return raw
-    return attrs.get("agentlightning.object.literal")
+    return attrs.get(semconv.AGL_OBJECT_LITERAL)
 
 
 def reward(fn: F) -> F:
@@ -180,10 +180,10 @@ def reward(fn: F) -> F:
         async def run_async(*args: Any, **kwargs: Any) -> Any:
             return record(await fn(*args, **kwargs))
 
-        return run_async  # type: ignore[return-value]
+        return cast(F, run_async)  # functools.wraps keeps fn's signature
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         return record(fn(*args, **kwargs))
 
-    return run  # type: ignore[return-value]
+    return cast(F, run)

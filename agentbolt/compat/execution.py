@@ -13,6 +13,7 @@ on other machines (strategy ``"external"``).
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.synchronize
 import threading
 from typing import Any, Protocol
 
@@ -60,7 +61,7 @@ class ThreadingEvent:
     """A stop signal shared by threads (``LitAgentRunner.iter(event=...)`` stops when set)."""
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._event: threading.Event | multiprocessing.synchronize.Event = threading.Event()
 
     def set(self) -> None:
         self._event.set()
@@ -79,4 +80,4 @@ class MultiprocessingEvent(ThreadingEvent):
     """A stop signal shared by processes."""
 
     def __init__(self) -> None:
-        self._event = multiprocessing.get_context("spawn").Event()  # type: ignore[assignment]
+        self._event = multiprocessing.get_context("spawn").Event()

@@ -21,6 +21,7 @@ from typing import Any
 from agentbolt.compat.store import as_store
 from agentbolt.compat.store_server import LightningStoreServer
 from agentbolt.runner.gateway_llm import gateway_llm
+from agentbolt.scoped import rollout_base_url
 from agentbolt.types import LLM
 
 __all__ = ["LLMProxy"]
@@ -111,5 +112,5 @@ class LLMProxy:
         params = dict(sampling_parameters or {})
         if rollout_id is None or attempt_id is None:
             return gateway_llm(name, **params)
-        endpoint = f"{self.endpoint}/rollout/{rollout_id}/attempt/{attempt_id}/v1"
+        endpoint = rollout_base_url(self.endpoint, rollout_id, attempt_id)
         return LLM(endpoint=endpoint, model=name, sampling_parameters=params)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import weakref
 from typing import Any
 
 __all__ = ["configure_logger", "setup", "setup_module"]
@@ -24,6 +25,10 @@ def _handler(color: bool) -> logging.Handler:
     return handler
 
 
+_OURS: weakref.WeakSet[logging.Handler] = weakref.WeakSet()
+"""The handlers :func:`setup` added, replaced when it is called again."""
+
+
 def setup(level: int | str = "INFO", *, console: bool = True, color: bool | dict[str, Any] = True,
           propagate: bool = False, submodule_levels: dict[str, int | str] | None = None,
           extra_handlers: list[logging.Handler] | None = None, formatter: logging.Formatter | None = None,
@@ -33,7 +38,7 @@ def setup(level: int | str = "INFO", *, console: bool = True, color: bool | dict
         logger = logging.getLogger(name)
         logger.setLevel(level if isinstance(level, int) else level.upper())
         logger.propagate = propagate
-        for old in [h for h in logger.handlers if getattr(h, "_agentbolt_setup", False)]:
+        for old in [h for h in logger.handlers if h in _OURS]:
             logger.removeHandler(old)
         handlers: list[logging.Handler] = [_handler(bool(color))] if console else []
         if isinstance(files, str):
@@ -43,7 +48,7 @@ def setup(level: int | str = "INFO", *, console: bool = True, color: bool | dict
         for handler in handlers:
             if formatter is not None:
                 handler.setFormatter(formatter)
-            handler._agentbolt_setup = True  # type: ignore[attr-defined]
+            _OURS.add(handler)
             logger.addHandler(handler)
         for handler in extra_handlers or ():
             logger.addHandler(handler)

@@ -14,6 +14,7 @@ What cannot be mapped raises ``NotImplementedError`` saying what to do instead (
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -310,10 +311,10 @@ class LightningStore:
         tests: list[Callable[[Span], bool]] = []
         for field, want in exact.items():
             if want is not None:
-                tests.append(lambda s, f=field, w=want: getattr(s, f) == w)
+                tests.append(functools.partial(_equals, field, want))
         for field, part in partial.items():
             if part:
-                tests.append(lambda s, f=field, p=part: p in (getattr(s, f) or ""))
+                tests.append(functools.partial(_contains, field, part))
         keep = combine(tests, filter_logic)
         spans = [s for s in await self.store.get_spans(rollout_id, attempt_id) if keep(s)]
         if sort_by == "sequence_id":  # the store's order already (attempt, then sequence id)
@@ -409,6 +410,14 @@ class LightningStoreClient(LightningStore):
 
     def otlp_traces_endpoint(self) -> str:
         return f"{self.server_address}/v1/traces"
+
+
+def _equals(field: str, want: Any, span: Span) -> bool:
+    return bool(getattr(span, field) == want)
+
+
+def _contains(field: str, part: str, span: Span) -> bool:
+    return part in (getattr(span, field) or "")
 
 
 def LightningStoreThreaded(store: LightningStore | Store) -> LightningStore:

@@ -89,7 +89,9 @@ def map_arguments(ours: dict[str, Any], v03: dict[str, Any]) -> dict[str, Any]:
     out["algorithm"] = _algorithm(out.get("algorithm"), out.get("resources"), adapter, llm_proxy)
     if llm_proxy is not None and hasattr(llm_proxy, "gateway_spec") and out.get("gateway") is None:
         out["gateway"] = llm_proxy.gateway_spec()
-    ignored = sorted(k for k in ("max_rollouts", "max_tasks", "port", "daemon", "dev") if v03.get(k) not in (None, False))
+    ignored = sorted(
+        k for k in ("max_rollouts", "max_tasks", "port", "daemon", "dev") if v03.get(k) not in (None, False)
+    )
     if ignored:
         log.debug("Trainer: Agent Lightning arguments with no agentbolt counterpart ignored: %s", ", ".join(ignored))
     return out
@@ -162,7 +164,7 @@ def _name_the_prompt(algorithm: Any, resources: dict[str, Any] | None) -> None:
 
     config = getattr(algorithm, "config", None)
     name = getattr(config, "prompt_name", None)
-    if name is None or not resources or name in resources:
+    if config is None or name is None or not resources or name in resources:
         return
     prompts = [k for k, v in resources.items() if isinstance(v, PromptTemplate)]
     if len(prompts) == 1:

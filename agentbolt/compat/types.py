@@ -16,6 +16,7 @@ from typing import Any, Protocol, SupportsIndex, TypeVar
 from opentelemetry.sdk.trace import ReadableSpan
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentbolt import semconv
 from agentbolt.types import (
     LLM,
     Attempt,
@@ -222,19 +223,19 @@ class Hook:
 class SpanNames(str, Enum):
     """Names of the spans agentbolt's emitters make (v0.3 called them ``agentlightning.*``)."""
 
-    REWARD = "agentbolt.reward"
-    MESSAGE = "agentbolt.message"
-    OBJECT = "agentbolt.object"
-    EXCEPTION = "agentbolt.exception"
-    ANNOTATION = "agentbolt.annotation"
-    OPERATION = "agentbolt.operation"
+    REWARD = semconv.REWARD_SPAN
+    MESSAGE = semconv.MESSAGE_SPAN
+    OBJECT = semconv.OBJECT_SPAN
+    EXCEPTION = semconv.EXCEPTION_SPAN
+    ANNOTATION = semconv.ANNOTATION_SPAN
+    OPERATION = semconv.OPERATION_SPAN
 
 
 class SpanAttributeNames(str, Enum):
     """Attribute keys of those spans (v0.3's ``agentlightning.*`` ones are read too)."""
 
-    REWARD_VALUE = "agentbolt.reward.value"
-    MESSAGE = "agentbolt.message.content"
-    OBJECT = "agentbolt.object.json"
+    REWARD_VALUE = semconv.REWARD_VALUE
+    MESSAGE = semconv.MESSAGE_CONTENT
+    OBJECT = semconv.OBJECT_JSON
 
 

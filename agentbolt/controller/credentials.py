@@ -17,16 +17,13 @@ import logging
 from dataclasses import dataclass
 
 from agentbolt.controller.errors import HarnessConfigError
-from agentbolt.server.auth import mint_scoped_token
+from agentbolt.scoped import NO_TOKEN, mint_scoped_token, rollout_base_url
 from agentbolt.tracing.context import AttemptContext
 
-__all__ = ["Credentials", "attempt_credentials", "ensure_gateway", "rollout_base_url"]
+__all__ = ["NO_TOKEN", "Credentials", "attempt_credentials", "ensure_gateway", "rollout_base_url"]
 
 log = logging.getLogger("agentbolt.controller")
 _warned = False
-
-NO_TOKEN = "agentbolt-no-token"
-"""API key given to programs when the server requires none (OpenAI clients insist on one)."""
 
 
 @dataclass(frozen=True)
@@ -35,24 +32,13 @@ class Credentials:
     token: str
 
 
-def rollout_base_url(server_url: str, rollout_id: str, attempt_id: str) -> str:
-    """The OpenAI base URL that attributes every call to this attempt."""
-    try:  # the gateway's own helper, when present, is the authority on its routes
-        from agentbolt.gateway import rollout_base_url as gateway_url  # type: ignore[attr-defined]
-    except ImportError:
-        from urllib.parse import quote
-
-        return f"{server_url.rstrip('/')}/rollout/{quote(rollout_id, safe='')}/attempt/{quote(attempt_id, safe='')}/v1"
-    return str(gateway_url(server_url, rollout_id, attempt_id))
-
-
 async def attempt_credentials(ctx: AttemptContext, server_url: str | None) -> Credentials:
     """Server URL and token for the program of the attempt ``ctx`` runs."""
     from agentbolt.store.http import HttpStore
 
     global _warned
     store = ctx.store
-    scoped = getattr(ctx, "token", None)
+    scoped = ctx.token
     if isinstance(store, HttpStore):
         url = server_url or store.base_url
         if scoped:

@@ -154,7 +154,9 @@ class Harness(LitAgent):
         if sandbox is True:
             sandbox = Sandbox()
         self.sandbox: Sandbox | None = sandbox or None
-        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
         self._gateways_seen: set[str] = set()
 
     def __repr__(self) -> str:
@@ -171,24 +173,29 @@ class Harness(LitAgent):
         self._slots = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ the agent
-    async def training_rollout(self, task: Any) -> float | None:
+    # the runner fills the parameters a LitAgent method names; this one names only the task
+    async def training_rollout(self, task: Any) -> float | None:  # type: ignore[override]
         """Run the program for this rollout; rewards are emitted here, so returns None."""
         ctx = require_context()
         creds = await attempt_credentials(ctx, self.server_url)
         async with self._slot():
             with tempfile.TemporaryDirectory(prefix="agentbolt-harness-") as tmp:
                 if self.sandbox is None:
-                    return await self._run(ctx, task, creds, Path(tmp), None)
+                    await self._run(ctx, task, creds, Path(tmp), None)
+                    return None
                 box = SandboxSession(self.sandbox, Path(tmp), task, creds.server_url, ctx.rollout_id, ctx.attempt_id)
                 async with box:
-                    return await self._run(ctx, task, creds, Path(tmp), box)
+                    await self._run(ctx, task, creds, Path(tmp), box)
+                return None
 
     async def _run(
         self, ctx: AttemptContext, task: Any, creds: Credentials, tmp: Path, box: SandboxSession | None
     ) -> None:
         fields = _placeholders(task, ctx)
         reward_file = box.reward_file if box else tmp / "reward"
-        await ensure_gateway(creds, rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id), self._gateways_seen)
+        await ensure_gateway(
+            creds, rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id), self._gateways_seen
+        )
         server_url = box.program_server_url if box else creds.server_url  # as the program reaches it
         env = dict(os.environ) if self.inherit_env else {}
         env.update(
@@ -228,7 +235,9 @@ class Harness(LitAgent):
                 + _stderr_hint(result)
             )
         if result.killed_by_signal:
-            raise HarnessKilledError(f"{spec.argv[0]} was killed by signal {-(result.exit_code or 0)}" + _stderr_hint(result))
+            raise HarnessKilledError(
+                f"{spec.argv[0]} was killed by signal {-(result.exit_code or 0)}" + _stderr_hint(result)
+            )
         if self.evaluator is not None:
             _emit(await self._evaluate(ctx, fields, result, tmp, box))
             return
@@ -279,9 +288,13 @@ class Harness(LitAgent):
         )
         result = await self._execute(spec, "evaluator")
         if result.timed_out:
-            raise EvaluatorError(f"the evaluator {spec.argv[0]} ran longer than {self.evaluator_timeout} s" + _stderr_hint(result))
+            raise EvaluatorError(
+                f"the evaluator {spec.argv[0]} ran longer than {self.evaluator_timeout} s" + _stderr_hint(result)
+            )
         if result.exit_code != 0:
-            raise EvaluatorError(f"the evaluator {spec.argv[0]} exited with code {result.exit_code}" + _stderr_hint(result))
+            raise EvaluatorError(
+                f"the evaluator {spec.argv[0]} exited with code {result.exit_code}" + _stderr_hint(result)
+            )
         text = last_line(result.stdout.decode("utf-8", "replace"))
         try:
             return parse_reward(text, source=f"the last line the evaluator {spec.argv[0]} printed")
@@ -331,7 +344,7 @@ def _placeholders(task: Any, ctx: AttemptContext) -> dict[str, str]:
     return fields
 
 
-class _Fields(dict):  # type: ignore[type-arg]
+class _Fields(dict):
     def __missing__(self, key: str) -> str:
         have = ", ".join(sorted(self)) or "none"
         raise HarnessConfigError(

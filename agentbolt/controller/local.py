@@ -84,7 +84,9 @@ class LocalExecutor:
                 pass_fds=spec.pass_fds,
             )
         except OSError as exc:
-            raise ProgramStartError(f"could not start {spec.argv[0]!r} (cwd {spec.cwd or os.getcwd()!r}): {exc}") from exc
+            raise ProgramStartError(
+                f"could not start {spec.argv[0]!r} (cwd {spec.cwd or os.getcwd()!r}): {exc}"
+            ) from exc
         total = [0]
         stdout = asyncio.ensure_future(_read_head(proc.stdout, spec.output_limit, total))
         stderr = asyncio.ensure_future(_read_tail(proc.stderr, spec.stderr_tail_bytes))

@@ -64,7 +64,8 @@ def parse_reward(text: str, *, source: str) -> Reward:
             if primary is None and len(values) == 1:
                 primary = next(iter(values))
             if not isinstance(primary, str) or primary not in values:
-                raise RewardFormatError(f"{source}: several rewards need a \"primary\" that names one of them ({sorted(values)})")
+                raise RewardFormatError(f"{source}: several rewards need a \"primary\" that names one of them "
+                                        f"({sorted(values)})")
             return Reward(values, primary)
     raise RewardFormatError(f"{source} holds {_preview(stripped)}, which is not a reward: write {_FORMS}")
 

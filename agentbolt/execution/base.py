@@ -8,25 +8,41 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from agentbolt.runner.runner import Runner
 from agentbolt.store.base import Store
 
 if TYPE_CHECKING:
+    from agentbolt.gateway.control import GatewayControl
     from agentbolt.gateway.gateway import Gateway
     from agentbolt.gateway.spec import GatewaySpec
 
-__all__ = ["ExecutionStrategy", "RunnerSpec", "RunnersFailedError", "process_gateway", "run_supervised"]
+__all__ = [
+    "AlgorithmMain",
+    "ExecutionStrategy",
+    "RunnerSpec",
+    "RunnersFailedError",
+    "process_gateway",
+    "run_supervised",
+    "server_gateway",
+]
 
 log = logging.getLogger("agentbolt.trainer")
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
-AlgorithmMain = Callable[[Store], Awaitable[T]]
-"""The algorithm's side of a run: given the store to use, do the work, return a result."""
+
+class AlgorithmMain(Protocol[T_co]):
+    """The algorithm's side of a run: given the store to use and the run's gateway
+    control (``None`` when the run has neither a gateway nor a server), do the work and
+    return a result. Strategies call it as ``main(store, control)``."""
+
+    def __call__(self, store: Store, gateway: GatewayControl | None = None, /) -> Awaitable[T_co]: ...
 
 
 class RunnersFailedError(RuntimeError):
@@ -105,11 +121,14 @@ class ExecutionStrategy(abc.ABC):
     """
 
     name: ClassVar[str]
+    run_dir: str | Path | None = None
+    """Where a strategy that starts a server keeps its files (the SQLite store, logs);
+    the trainer's ``run_dir`` fills it when unset. Unused by the in-process strategy."""
 
     @abc.abstractmethod
     async def execute(
         self,
-        main: Callable[[Store], Awaitable[T]],
+        main: AlgorithmMain[T],
         runners: RunnerSpec,
         *,
         n_runners: int,
@@ -131,7 +150,20 @@ def process_gateway(gateway: GatewaySpec | Gateway | None, strategy: str) -> Gat
     )
 
 
-async def run_supervised(main: Coroutine[Any, Any, T], watch: Coroutine[Any, Any, Any]) -> T:
+def server_gateway(store: Store) -> GatewayControl | None:
+    """The gateway control of the server the algorithm's store talks to: a
+    :class:`~agentbolt.gateway.control.RemoteGateway` (the caller closes it) when ``store``
+    is an :class:`~agentbolt.store.http.HttpStore`, else None (no server, so no gateway)."""
+    from agentbolt.store.http import HttpStore
+
+    if not isinstance(store, HttpStore):
+        return None
+    from agentbolt.gateway.control import RemoteGateway
+
+    return RemoteGateway(store.base_url, token=store.token)
+
+
+async def run_supervised(main: Awaitable[T], watch: Awaitable[Any]) -> T:
     """Run ``main`` while ``watch`` looks after the runners. ``watch`` only returns by
     raising (e.g. :class:`RunnersFailedError`); then ``main`` is cancelled and that
     error raised. Cancelling this cancels both."""

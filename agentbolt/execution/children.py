@@ -66,8 +66,11 @@ class ChildProcess:
         for i in range(signals):
             if not self.alive:
                 break
+            pid = self.pid
+            if pid is None:  # never started
+                break
             try:
-                os.kill(self.pid, signal.SIGTERM)  # type: ignore[arg-type]
+                os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 break
             if i + 1 < signals:

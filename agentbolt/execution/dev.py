@@ -1,7 +1,7 @@
 """``Trainer.dev``: run a handful of rollouts, no training, and show what happened —
 a span tree per rollout (names, key attributes, rewards) and the training samples the
-algorithm's adapter makes from it (by default the RL adapter: what GRPO trains on). The quickest way to see whether an agent is wired up right
-before spending compute on it.
+algorithm's adapter makes from it (by default the RL adapter: what GRPO trains on). The
+quickest way to see whether an agent is wired up right before spending compute on it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from agentbolt.types import Rollout, Span
 
 __all__ = ["DevRollout", "preview_adapter", "render_dev_rollout", "span_tree", "training_samples"]
 
-_HIDDEN_PREFIXES = ("agentbolt.rollout_id", "agentbolt.attempt_id", "agentbolt.sequence_id", "agentbolt.llm.", "otel.")
+_HIDDEN_PREFIXES = (
+    semconv.ROLLOUT_ID, semconv.ATTEMPT_ID, semconv.SEQUENCE_ID, semconv.LLM_PREFIX, semconv.OTEL_PREFIX
+)
 _PREVIEW = 100
 
 
@@ -90,14 +92,15 @@ def _label(span: Span) -> Text:
         label.append(f"  reward = {value}", style="bold green")
         if len(named) > 1:
             details.append(", ".join(f"{k}={v}" for k, v in named.items()))
-    elif "gen_ai.operation.name" in attrs or "gen_ai.request.model" in attrs:
-        model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")
-        tokens = f"{attrs.get('gen_ai.usage.input_tokens', '?')} in / {attrs.get('gen_ai.usage.output_tokens', '?')} out"
+    elif semconv.GEN_AI_OPERATION in attrs or semconv.GEN_AI_REQUEST_MODEL in attrs:
+        model = attrs.get(semconv.GEN_AI_RESPONSE_MODEL) or attrs.get(semconv.GEN_AI_REQUEST_MODEL)
+        inp, outp = attrs.get(semconv.GEN_AI_INPUT_TOKENS, "?"), attrs.get(semconv.GEN_AI_OUTPUT_TOKENS, "?")
+        tokens = f"{inp} in / {outp} out"
         label.append(f"  {model}  {tokens} tokens", style="cyan")
-        source = attrs.get("agentbolt.llm.token_ids_source")
+        source = attrs.get(semconv.LLM_TOKEN_IDS_SOURCE)
         if source is not None:
             details.append(f"token ids: {source}")
-        for key, which in (("agentbolt.llm.request", "request"), ("agentbolt.llm.response", "response")):
+        for key, which in ((semconv.LLM_REQUEST, "request"), (semconv.LLM_RESPONSE, "response")):
             text = _last_message(attrs.get(key), which)
             if text:
                 details.append(text)
@@ -105,7 +108,7 @@ def _label(span: Span) -> Text:
         shown = [
             f"{k}={_preview(v, 60)}"
             for k, v in attrs.items()
-            if not k.startswith(_HIDDEN_PREFIXES) and not k.startswith("exception.stacktrace")
+            if not k.startswith(_HIDDEN_PREFIXES) and not k.startswith(semconv.EXCEPTION_STACKTRACE)
         ][:4]
         details.extend(shown)
     for line in details:

@@ -13,18 +13,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console
 
 from agentbolt.execution.base import (
+    AlgorithmMain,
     ExecutionStrategy,
     RunnersFailedError,
     RunnerSpec,
     process_gateway,
     run_supervised,
+    server_gateway,
 )
 from agentbolt.execution.server import ServerHandle, open_server, public_url
 from agentbolt.runner.agent import LitAgent
@@ -93,7 +94,7 @@ class ExternalStrategy(ExecutionStrategy):
 
     async def execute(
         self,
-        main: Callable[[Store], Awaitable[T]],
+        main: AlgorithmMain[T],
         runners: RunnerSpec,
         *,
         n_runners: int,
@@ -121,15 +122,20 @@ class ExternalStrategy(ExecutionStrategy):
                 gateway=spec,
             )
             algo_store = HttpStore(server.url, token=server.token)
+        control = server_gateway(algo_store)  # the server's gateway (if it has one), for the algorithm
         try:
             await algo_store.start()
             if self.announce and server is not None:
-                command = runner_command(public_url(server, self.host), server.token, runners.agent, runners.concurrency)
+                command = runner_command(
+                    public_url(server, self.host), server.token, runners.agent, runners.concurrency
+                )
                 (self.console or Console(stderr=True)).print(
                     f"[bold]Waiting for runners.[/bold] Start {n_runners} or more with:\n  {command}", soft_wrap=True
                 )
-            return await run_supervised(main(algo_store), self._watch(server))
+            return await run_supervised(main(algo_store, control), self._watch(server))
         finally:
+            if control is not None:
+                await control.aclose()
             if server is not None:
                 await algo_store.close()
                 await server.stop()

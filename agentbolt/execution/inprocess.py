@@ -15,19 +15,22 @@ import contextlib
 import logging
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentbolt.execution.base import (
+    AlgorithmMain,
     ExecutionStrategy,
     RunnersFailedError,
     RunnerSpec,
     run_supervised,
+    server_gateway,
 )
-from agentbolt.runner.runner import RunnerStats
+from agentbolt.runner.job import RunnerStats
 from agentbolt.store.base import Store
 
 if TYPE_CHECKING:
+    from agentbolt.gateway.control import GatewayControl
     from agentbolt.gateway.gateway import Gateway
     from agentbolt.gateway.spec import GatewaySpec
 
@@ -59,7 +62,7 @@ class InProcessStrategy(ExecutionStrategy):
 
     async def execute(
         self,
-        main: Callable[[Store], Awaitable[T]],
+        main: AlgorithmMain[T],
         runners: RunnerSpec,
         *,
         n_runners: int,
@@ -85,8 +88,7 @@ class InProcessStrategy(ExecutionStrategy):
                 ]
                 interrupted = False
                 try:
-                    work = main(store_obj) if control is None else main(store_obj, gateway=control)  # type: ignore[call-arg]
-                    return await run_supervised(work, _watch(tasks))
+                    return await run_supervised(main(store_obj, control), _watch(tasks))
                 except asyncio.CancelledError:
                     interrupted = True
                     raise
@@ -103,14 +105,22 @@ class InProcessStrategy(ExecutionStrategy):
 
 
 @contextlib.asynccontextmanager
-async def _served(store: Store, gateway: GatewaySpec | Gateway | None) -> AsyncIterator[tuple[Store, Any]]:
-    """The store runners use and the gateway's control: ``store`` itself and None, or —
-    with a gateway — an HttpStore to a server of ``store`` + gateway in a background
-    thread (stopped after the runners) and a
+async def _served(
+    store: Store, gateway: GatewaySpec | Gateway | None
+) -> AsyncIterator[tuple[Store, GatewayControl | None]]:
+    """The store runners use and the gateway's control: ``store`` itself and, when it is
+    a server's HttpStore, a RemoteGateway to that server's gateway (else None); or — with
+    a gateway — an HttpStore to a server of ``store`` + gateway in a background thread
+    (stopped after the runners) and a
     :class:`~agentbolt.gateway.control.LocalGatewayControl` for algorithms that update
     the served weights."""
     if gateway is None:
-        yield store, None
+        control = server_gateway(store)
+        try:
+            yield store, control
+        finally:
+            if control is not None:
+                await control.aclose()
         return
     from agentbolt.gateway.gateway import Gateway
     from agentbolt.gateway.spec import as_gateway_spec

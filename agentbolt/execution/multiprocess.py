@@ -16,17 +16,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from agentbolt.execution.base import (
+    AlgorithmMain,
     ExecutionStrategy,
     RunnersFailedError,
     RunnerSpec,
     process_gateway,
     run_supervised,
+    server_gateway,
 )
 from agentbolt.execution.children import ChildProcess, check_transferable, start_runner
 from agentbolt.execution.recovery import release_attempts_of
@@ -84,7 +85,7 @@ class MultiProcessStrategy(ExecutionStrategy):
 
     async def execute(
         self,
-        main: Callable[[Store], Awaitable[T]],
+        main: AlgorithmMain[T],
         runners: RunnerSpec,
         *,
         n_runners: int,
@@ -97,18 +98,23 @@ class MultiProcessStrategy(ExecutionStrategy):
         spec = process_gateway(gateway, self.name)
         self.server = server = await open_server(store, run_dir=self.run_dir, log_level=self.log_level, gateway=spec)
         algo_store = HttpStore(server.url, token=server.token)
+        control = server_gateway(algo_store)  # the server's gateway (if it has one), for the algorithm
         interrupted = False
         try:
             await algo_store.start()
             self.slots = [self._start(i, runners) for i in range(n_runners)]
-            log.info("started %d runner processes (pids %s)", n_runners, ", ".join(str(s.child.pid) for s in self.slots))
-            return await run_supervised(main(algo_store), self._watch(algo_store, runners))
+            log.info(
+                "started %d runner processes (pids %s)", n_runners, ", ".join(str(s.child.pid) for s in self.slots)
+            )
+            return await run_supervised(main(algo_store, control), self._watch(algo_store, runners))
         except asyncio.CancelledError:
             interrupted = True
             raise
         finally:
             log.info("stopping %d runner processes%s", len(self.slots), " now (interrupted)" if interrupted else "")
             await self._stop_runners(hard=interrupted, grace=runners.shutdown_grace)
+            if control is not None:
+                await control.aclose()
             await algo_store.close()
             await server.stop()
             log.info("runner processes and server stopped")
@@ -153,7 +159,7 @@ class MultiProcessStrategy(ExecutionStrategy):
         log.warning("runner process %d (pid %s, worker %s) %s", slot.index, slot.child.pid, slot.worker_id, how)
         try:
             n = await release_attempts_of(store, slot.worker_id, f"runner process {slot.child.pid} {how}")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — the store expires them later anyway
             log.warning("could not requeue the rollouts of worker %s (%s); the store will once they go unresponsive",
                         slot.worker_id, exc)
             return

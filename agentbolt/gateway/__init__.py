@@ -24,10 +24,11 @@ from agentbolt.gateway.config import GatewayConfig
 from agentbolt.gateway.control import GatewayControl, LocalGatewayControl, RemoteGateway
 from agentbolt.gateway.engine import Engine, EngineError
 from agentbolt.gateway.engine_app import engine_app
-from agentbolt.gateway.gateway import Gateway, GatewayPausedError, rollout_base_url
+from agentbolt.gateway.gateway import Gateway, GatewayPausedError
 from agentbolt.gateway.http_engines import OpenAIEngine, VLLMEngine
 from agentbolt.gateway.policies import PolicyEngines
 from agentbolt.gateway.spec import EngineSpec, GatewaySpec
+from agentbolt.scoped import rollout_base_url
 
 __all__ = [
     "Engine",

@@ -9,7 +9,10 @@ calls (:mod:`agentbolt.gateway.history`). ``tools`` and ``tool_choice`` are appl
 * ``required`` / ``{"type": "function", "function": {"name": ...}}``: the tools go in and
   the answer is *forced to start* like a call (of that function), by putting the parser's
   call opening after the generation prompt. Those tokens are prompt tokens (masked in
-  training), and the parser reads them with the sampled text.
+  training), and the parser reads them with the sampled text. A named function that takes
+  exactly one argument, a required one, gets that argument opened too
+  (``{"expression": "``): vLLM decodes a named call under its JSON schema, and this is the
+  part of that schema a forced start can give.
 
 A template that ignores ``tools`` (SmolLM2's) gets them described in the system prompt by
 the parser, and earlier ``tool_calls`` written into the assistant turns in the parser's
@@ -32,7 +35,8 @@ from agentbolt.gateway.tools import (
     tool_functions,
 )
 
-__all__ = ["ChatTemplate", "ToolMode", "bad_request", "keep_first_call", "load_tokenizer", "text_of"]
+__all__ = ["ChatTemplate", "ToolMode", "bad_request", "keep_first_call", "load_tokenizer", "sole_argument_opening",
+           "text_of"]
 
 _STAND_IN = "AGENTBOLT-EARLIER-ANSWER-9f3c1e"  # stands for the sampled answer when rendering around it
 
@@ -77,6 +81,22 @@ def text_of(content: Any) -> str:
                 parts.append(str(part))
         return "".join(parts)
     return str(content)
+
+
+def sole_argument_opening(function: dict[str, Any]) -> str:
+    """``{"<name>": `` (and the opening quote of a string) when ``function`` takes exactly
+    one argument and requires it; else ``""``: the arguments are left to the model."""
+    params = function.get("parameters")
+    if not isinstance(params, dict):
+        return ""
+    props = params.get("properties")
+    if not isinstance(props, dict) or len(props) != 1:
+        return ""
+    (key, schema), = props.items()
+    if key not in (params.get("required") or ()):
+        return ""
+    quote = '"' if isinstance(schema, dict) and schema.get("type") == "string" else ""
+    return "{" + json.dumps(key, ensure_ascii=False) + ": " + quote
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +154,9 @@ class ChatTemplate:
                               "{'type': 'function', 'function': {'name': ...}}", "tool_choice")
         if name not in {f.get("name") for f in tool_functions(tools)}:
             raise bad_request(f"tool_choice names the function {name!r}, which is not among the tools", "tool_choice")
-        return ToolMode(tools, self.parser, self.parser.forced_prefix(name), parallel)
+        function = next(f for f in tool_functions(tools) if f.get("name") == name)
+        return ToolMode(tools, self.parser, self.parser.forced_prefix(name) + sole_argument_opening(function),
+                        parallel)
 
     # ---- rendering -------------------------------------------------------------------------
     def template_messages(self, messages: Any, mode: ToolMode) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentbolt.gateway.engine import Engine, EngineError
+from agentbolt.gateway.weight_update import WeightUpdate
 
 if TYPE_CHECKING:
     import httpx
@@ -48,6 +49,12 @@ class GatewayControl(abc.ABC):
     #: the server the gateway is mounted in (``None`` when unknown / not served)
     server_url: str | None = None
 
+    @property
+    def engine(self) -> Engine | None:
+        """The engine object, when it is in this process (an algorithm may then copy its
+        weights or call it directly); ``None`` when it serves from another process."""
+        return None
+
     @abc.abstractmethod
     async def status(self) -> dict[str, Any]:
         """The gateway's status: ``paused``, ``in_flight``, ``engine``, ``policy_version``..."""
@@ -57,6 +64,16 @@ class GatewayControl(abc.ABC):
         return (await self.status()).get("policy_version")
 
     @abc.abstractmethod
+    async def load_weights(self, update: WeightUpdate, *, version: int | None = None,
+                           drain_timeout: float = 120.0) -> int:
+        """Pause, wait up to ``drain_timeout`` s for calls in flight, load ``update`` into the
+        engine, resume (always); return the policy version now served.
+
+        Raises TimeoutError when calls are still in flight after ``drain_timeout`` (nothing
+        is loaded), ValueError for weights the engine refuses, EngineError(501) for an
+        engine that cannot load weights.
+        """
+
     async def update_weights(
         self,
         *,
@@ -67,13 +84,10 @@ class GatewayControl(abc.ABC):
         version: int | None = None,
         drain_timeout: float = 120.0,
     ) -> int:
-        """Pause, wait up to ``drain_timeout`` s for calls in flight, load the weights, resume
-        (always); return the policy version now served.
-
-        Raises TimeoutError when calls are still in flight after ``drain_timeout`` (nothing
-        is loaded), ValueError for weights the engine refuses, EngineError(501) for an
-        engine that cannot load weights.
-        """
+        """:meth:`load_weights` spelled with keywords: the fields of the
+        :class:`~agentbolt.gateway.weight_update.WeightUpdate` it loads."""
+        update = WeightUpdate(state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path)
+        return await self.load_weights(update, version=version, drain_timeout=drain_timeout)
 
     async def flush(self) -> None:
         """Wait until the spans of finished calls are in the store. A gateway in another
@@ -88,7 +102,7 @@ class LocalGatewayControl(GatewayControl):
 
     The gateway's own loop may be another thread's (a server in a background thread):
     pause/resume are plain flag writes, draining polls ``gateway.in_flight``, and the
-    engines' ``update_weights`` are safe to await from another loop. Run one update at a
+    engines' ``load_weights`` are safe to await from another loop. Run one update at a
     time per gateway (the HTTP route serialises the updates it receives).
     """
 
@@ -129,27 +143,15 @@ class LocalGatewayControl(GatewayControl):
             await asyncio.sleep(delay)
             delay = min(delay * 2, _POLL_MAX)
 
-    async def update_weights(
-        self,
-        *,
-        state_dict: Mapping[str, Any] | None = None,
-        lora: Any = None,
-        lora_scale: float | None = None,
-        lora_path: str | None = None,
-        version: int | None = None,
-        drain_timeout: float = 120.0,
-    ) -> int:
+    async def load_weights(self, update: WeightUpdate, *, version: int | None = None,
+                           drain_timeout: float = 120.0) -> int:
         engine = self.gateway.engine
         if not engine.supports_weight_updates:  # say so before turning calls away
-            return await engine.update_weights(
-                state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path, version=version
-            )
+            return await engine.load_weights(update, version=version)
         self.gateway.pause()
         try:
             await self.drain(drain_timeout)
-            return await engine.update_weights(
-                state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path, version=version
-            )
+            return await engine.load_weights(update, version=version)
         finally:
             self.gateway.resume()
 
@@ -162,6 +164,8 @@ class RemoteGateway(GatewayControl):
     the server reads (for vLLM: a path the vLLM servers can read). ``timeout`` is per
     request, upload and swap included.
     """
+
+    server_url: str  # always known: the server this controls
 
     def __init__(self, server_url: str, token: str | None = None, *, timeout: float = 600.0) -> None:
         self.server_url = server_url.rstrip("/")
@@ -185,22 +189,16 @@ class RemoteGateway(GatewayControl):
     async def status(self) -> dict[str, Any]:
         response = await self._http().get("/v1/gateway/status")
         _raise_for(response)
-        return response.json()  # type: ignore[no-any-return]
+        return response.json()
 
-    async def update_weights(
-        self,
-        *,
-        state_dict: Mapping[str, Any] | None = None,
-        lora: Any = None,
-        lora_scale: float | None = None,
-        lora_path: str | None = None,
-        version: int | None = None,
-        drain_timeout: float = 120.0,
-    ) -> int:
-        given = [n for n, v in (("state_dict", state_dict), ("lora", lora), ("lora_path", lora_path)) if v is not None]
+    async def load_weights(self, update: WeightUpdate, *, version: int | None = None,
+                           drain_timeout: float = 120.0) -> int:
+        state_dict, lora, lora_scale, lora_path = update.state_dict, update.lora, update.lora_scale, update.lora_path
+        given = list(update.formats)
         if len(given) != 1:
             raise ValueError(
-                f"RemoteGateway.update_weights takes exactly one of state_dict=, lora=, lora_path= (got {given or 'none'})"
+                "RemoteGateway.update_weights takes exactly one of state_dict=, lora=, lora_path= (got "
+                f"{given or 'none'})"
             )
         params: dict[str, Any] = {"drain_timeout": drain_timeout}
         if version is not None:

@@ -25,6 +25,8 @@ import abc
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from agentbolt.gateway.weight_update import WeightUpdate
+
 __all__ = ["Engine", "EngineError"]
 
 
@@ -56,9 +58,9 @@ class Engine(abc.ABC):
     name: str = "engine"
     #: whether answers carry prompt/response token ids (vLLM format, see module doc)
     returns_token_ids: bool = False
-    #: whether :meth:`update_weights` can load new weights into this engine
+    #: whether :meth:`load_weights` can load new weights into this engine
     supports_weight_updates: bool = False
-    #: the :meth:`update_weights` arguments it takes: ``state_dict`` / ``lora`` (tensors),
+    #: the :class:`WeightUpdate` fields it takes: ``state_dict`` / ``lora`` (tensors),
     #: ``lora_path`` (a peft adapter directory it reads)
     weight_formats: tuple[str, ...] = ()
     #: the policy's tokenizer, for engines whose completions route takes token ids: the
@@ -98,6 +100,23 @@ class Engine(abc.ABC):
     async def models(self) -> dict[str, Any]:
         """The ``/v1/models`` answer."""
 
+    async def load_weights(self, update: WeightUpdate, *, version: int | None = None) -> int:
+        """Serve new weights and return the new ``policy_version``.
+
+        ``update`` holds full or partial weights (``state_dict``), a LoRA adapter (``lora``,
+        a peft model or an adapter state dict with ``lora_scale`` = alpha / r) or a peft
+        adapter directory the engine can read (``lora_path``): see
+        :class:`~agentbolt.gateway.weight_update.WeightUpdate`. ``version`` defaults to the
+        current one + 1. Engines that cannot (``supports_weight_updates = False``) raise
+        EngineError(501).
+        """
+        raise EngineError(
+            501,
+            f"the {self.name} engine cannot load new weights: it forwards to a model server agentbolt does not "
+            "control; to train, serve the policy with the transformers engine (in-process) or with vLLM "
+            "(LoRA adapters through lora_path=)",
+        )
+
     async def update_weights(
         self,
         state_dict: Mapping[str, Any] | None = None,
@@ -107,19 +126,10 @@ class Engine(abc.ABC):
         lora_path: str | None = None,
         version: int | None = None,
     ) -> int:
-        """Serve new weights and return the new ``policy_version``.
-
-        ``state_dict``: full or partial weights; ``lora``: a peft model or adapter state
-        dict (``lora_scale`` = alpha / r for a dict); ``lora_path``: a peft adapter
-        directory the engine can read. ``version`` defaults to the current one + 1.
-        Engines that cannot (``supports_weight_updates = False``) raise EngineError(501).
-        """
-        raise EngineError(
-            501,
-            f"the {self.name} engine cannot load new weights: it forwards to a model server agentbolt does not "
-            "control; to train, serve the policy with the transformers engine (in-process) or with vLLM "
-            "(LoRA adapters through lora_path=)",
-        )
+        """:meth:`load_weights` spelled with keywords: the fields of the
+        :class:`~agentbolt.gateway.weight_update.WeightUpdate` it loads."""
+        update = WeightUpdate(state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path)
+        return await self.load_weights(update, version=version)
 
     async def start(self) -> None:
         """Open connections / load weights. Idempotent."""

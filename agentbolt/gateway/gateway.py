@@ -7,7 +7,7 @@ timeouts with backoff, and hands a record of the call to the span recorder. ``pa
 turns new calls away with 429 (or holds them up to ``pause_hold_s``) while calls in flight
 finish (``drain`` waits for them), so weights can be swapped between ``pause`` and ``resume``.
 
-The HTTP side (routes, auth, SSE framing) is in :mod:`agentbolt.gateway.routes`.
+The HTTP side (routes, auth, SSE framing) is in :mod:`agentbolt.server.routes.gateway`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentbolt.gateway.config import GatewayConfig
 from agentbolt.gateway.engine import Engine, EngineError
 from agentbolt.gateway.history import AttemptHistory
+from agentbolt.gateway.inflight import InflightCall
 from agentbolt.gateway.origin import CallOrigin
 from agentbolt.gateway.recording import CallRecord, SpanRecorder
 from agentbolt.gateway.responses.log import ResponseLog
@@ -31,16 +31,11 @@ from agentbolt.gateway.streaming import StreamAssembler, sse_stream
 from agentbolt.gateway.token_chat import TokenChat
 from agentbolt.store.base import Store
 
-__all__ = ["CallKind", "Gateway", "GatewayPausedError", "rollout_base_url"]
+__all__ = ["CallKind", "Gateway", "GatewayPausedError"]
 
 logger = logging.getLogger("agentbolt.gateway")
 
 CallKind = Literal["chat", "completions"]
-
-
-def rollout_base_url(server_url: str, rollout_id: str, attempt_id: str) -> str:
-    """The ``OPENAI_BASE_URL`` an unmodified program uses for one rollout attempt."""
-    return f"{server_url.rstrip('/')}/rollout/{rollout_id}/attempt/{attempt_id}/v1"
 
 
 class GatewayPausedError(Exception):
@@ -250,8 +245,8 @@ class Gateway:
     def _begin(
         self, kind: CallKind, body: dict[str, Any], mode: str, rollout_id: str, attempt_id: str, *, stream: bool,
         origin: CallOrigin | None = None,
-    ) -> _Call:
-        return _Call(
+    ) -> InflightCall:
+        return InflightCall(
             rollout_id=rollout_id,
             attempt_id=attempt_id,
             request=self.prepare(kind, body, mode, stream=stream),
@@ -261,7 +256,7 @@ class Gateway:
             origin=origin,
         )
 
-    async def _backoff_or_raise(self, call: _Call, err: EngineError) -> None:
+    async def _backoff_or_raise(self, call: InflightCall, err: EngineError) -> None:
         """After a failed try: wait before the next one, or record the failure and raise."""
         if not err.retryable or call.retries >= self.config.max_retries:
             self._record(call, None, err.status_code, err.message)
@@ -340,7 +335,12 @@ class Gateway:
         return self._relay(call, first, chunks, hide_usage=hide_usage)
 
     async def _relay(
-        self, call: _Call, first: dict[str, Any] | None, chunks: AsyncIterator[dict[str, Any]], *, hide_usage: bool
+        self,
+        call: InflightCall,
+        first: dict[str, Any] | None,
+        chunks: AsyncIterator[dict[str, Any]],
+        *,
+        hide_usage: bool,
     ) -> AsyncIterator[dict[str, Any]]:
         """The chunks for the agent, one by one; the reassembled answer is recorded."""
         assembler = StreamAssembler()
@@ -371,7 +371,7 @@ class Gateway:
             self._record(call, assembler.result(), status, error)
             self._exit()
 
-    def _sender(self, kind: CallKind, call: _Call, *, stream: bool = False) -> Callable[..., Any]:
+    def _sender(self, kind: CallKind, call: InflightCall, *, stream: bool = False) -> Callable[..., Any]:
         """What answers a call: the engine, or for chat on an engine with a tokenizer, the
         gateway's own templating over its token-id completions (:mod:`.token_chat`)."""
         e, chat = self.engine, self.token_chat
@@ -385,7 +385,7 @@ class Gateway:
     async def models(self) -> dict[str, Any]:
         return await self.engine.models()
 
-    def _record(self, call: _Call, response: dict[str, Any] | None, status: int, error: str | None) -> None:
+    def _record(self, call: InflightCall, response: dict[str, Any] | None, status: int, error: str | None) -> None:
         latency = time.perf_counter() - call.t0
         version = call.version
         if response is not None and type(response.get("policy_version")) is int:
@@ -410,23 +410,6 @@ class Gateway:
                 attributes=call.attributes,
             )
         )
-
-
-@dataclass(slots=True)
-class _Call:
-    """One agent call on its way through the gateway."""
-
-    rollout_id: str
-    attempt_id: str
-    request: dict[str, Any]
-    replica: int
-    version: int | None
-    streamed: bool
-    origin: CallOrigin | None = None
-    retries: int = 0
-    attributes: dict[str, Any] = field(default_factory=dict)
-    wall0: float = field(default_factory=time.time)
-    t0: float = field(default_factory=time.perf_counter)
 
 
 def _str_or_none(value: Any) -> str | None:

@@ -8,7 +8,7 @@
   top-level ``prompt_token_ids``, ``choices[i].token_ids``, standard logprobs; streams
   carry ``prompt_token_ids`` on the first chunk and each chunk's ``choices[i].token_ids``.
   This is the GPU path; it is tested here against a fake of that format, not against a
-  running vLLM. It loads LoRA adapters at runtime (:meth:`VLLMEngine.update_weights`
+  running vLLM. It loads LoRA adapters at runtime (:meth:`VLLMEngine.load_weights`
   with ``lora_path=``), through vLLM's ``/v1/load_lora_adapter`` API.
 
 Several base URLs make several replicas (a rollout sticks to one).
@@ -19,20 +19,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, TypeVar
 
+import aiohttp
 import orjson
-
-try:
-    import aiohttp
-except ImportError:  # pragma: no cover - a core dependency; checked when an engine starts
-    aiohttp = None  # type: ignore[assignment]
 
 from agentbolt.gateway.chat_template import load_tokenizer
 from agentbolt.gateway.engine import Engine, EngineError
 from agentbolt.gateway.served_names import ServedNames
 from agentbolt.gateway.streaming import iter_sse_data
+from agentbolt.gateway.weight_update import WeightUpdate
 
 __all__ = ["OpenAIEngine", "VLLMEngine"]
 
@@ -82,8 +79,6 @@ class OpenAIEngine(Engine):
     async def start(self) -> None:
         # aiohttp rather than httpx here: on the proxy's hot path its C parser and
         # simpler pool cost a fraction of httpx's per-request CPU
-        if aiohttp is None:
-            raise RuntimeError("the HTTP engines need aiohttp: pip install aiohttp")
         if self._sessions is None:
             self._loop = asyncio.get_running_loop()
             self._sessions = [
@@ -182,13 +177,13 @@ class OpenAIEngine(Engine):
             raise EngineError(502, f"could not reach the engine at {base}: {exc!r}") from exc
         if status >= 400:
             raise _error_of(status, content, base)
-        return orjson.loads(content)  # type: ignore[no-any-return]
+        return orjson.loads(content)
 
 
 class VLLMEngine(OpenAIEngine):
     """vLLM's OpenAI server (``vllm serve <model>``), returning token ids and logprobs.
 
-    Weight updates are LoRA adapters loaded at runtime: :meth:`update_weights` with
+    Weight updates are LoRA adapters loaded at runtime: :meth:`load_weights` with
     ``lora_path=`` (a peft adapter directory every vLLM replica can read) calls
     ``POST /v1/load_lora_adapter`` on each replica, sends later calls for that adapter
     (``model = <lora name>``), unloads the previous adapter and bumps ``policy_version``.
@@ -278,42 +273,34 @@ class VLLMEngine(OpenAIEngine):
         return await super().completions(body, replica=replica)
 
     async def stream_chat_completions(self, body: dict[str, Any], *, replica: int = 0,
-                                      ) -> AsyncIterator[dict[str, Any]]:  # type: ignore[override]
+                                      ) -> AsyncIterator[dict[str, Any]]:
         await self._learn_names()
         async for chunk in super().stream_chat_completions(body, replica=replica):
             yield chunk
 
     async def stream_completions(self, body: dict[str, Any], *, replica: int = 0,
-                                 ) -> AsyncIterator[dict[str, Any]]:  # type: ignore[override]
+                                 ) -> AsyncIterator[dict[str, Any]]:
         await self._learn_names()
         async for chunk in super().stream_completions(body, replica=replica):
             yield chunk
 
-    async def update_weights(
-        self,
-        state_dict: Mapping[str, Any] | None = None,
-        *,
-        lora: Any = None,
-        lora_scale: float | None = None,
-        lora_path: str | None = None,
-        version: int | None = None,
-    ) -> int:
-        """Load the LoRA adapter at ``lora_path`` on every replica and serve it.
+    async def load_weights(self, update: WeightUpdate, *, version: int | None = None) -> int:
+        """Load the LoRA adapter at ``update.lora_path`` on every replica and serve it.
 
         ``state_dict`` / ``lora`` objects raise EngineError(501): vLLM reads adapters from
         a directory, and full-weight sync (NCCL) is not implemented. If a replica refuses
         the adapter, it is unloaded from the others and the previous one stays served.
         """
-        if state_dict is not None or lora is not None:
+        if update.state_dict is not None or update.lora is not None:
             raise EngineError(
                 501,
                 "the vllm engine loads LoRA adapters from a directory vLLM can read: save the adapter with "
                 "peft_model.save_pretrained(<shared path>) and pass lora_path=<shared path>; sending tensors "
                 "(state_dict=/lora=) and full-weight sync to vLLM (NCCL) are not implemented",
             )
-        if not lora_path:
+        if not update.lora_path:
             raise ValueError("VLLMEngine.update_weights needs lora_path=<a peft adapter directory vLLM can read>")
-        return await self._on_own_loop(self._load_lora(str(lora_path), version))
+        return await self._on_own_loop(self._load_lora(str(update.lora_path), version))
 
     async def _load_lora(self, path: str, version: int | None) -> int:
         new_version = version if version is not None else (self._policy_version or 0) + 1

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from agentbolt.tracing.names import AGENT_HEADER, TRACEPARENT_HEADER
+from agentbolt.semconv import AGENT_HEADER, TRACEPARENT_HEADER
 
 __all__ = [
     "AGENT_HEADER",

@@ -32,7 +32,9 @@ import copy
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+from agentbolt.gateway.control import GatewayControl
 from agentbolt.gateway.engine import Engine, EngineError
+from agentbolt.gateway.weight_update import WeightUpdate
 
 __all__ = ["PolicyControl", "PolicyEngines"]
 
@@ -103,7 +105,9 @@ class PolicyEngines(Engine):
     def policy_version(self) -> int | None:
         """The default policy's version (the only one's, with one policy); None otherwise
         (the answers carry each policy's own)."""
-        only = self.default if self.default is not None else (next(iter(self.engines)) if len(self.engines) == 1 else None)
+        only = (
+            self.default if self.default is not None else (next(iter(self.engines)) if len(self.engines) == 1 else None)
+        )
         return self.engines[only].policy_version if only is not None else None
 
     # ---- the default policy, for a trainer of one policy -------------------------------------
@@ -164,13 +168,18 @@ class PolicyEngines(Engine):
         return _named_stream(self.engines[policy].stream_completions(body, replica=replica), policy)
 
     # ---- weights ---------------------------------------------------------------------------
+    async def load_weights(self, update: WeightUpdate, *, version: int | None = None,
+                           policy: str | None = None) -> int:
+        """Load weights into ``policy`` only (see :meth:`Engine.load_weights`); returns
+        that policy's new version."""
+        return await self.engine_of(policy).load_weights(update, version=version)
+
     async def update_weights(self, state_dict: Mapping[str, Any] | None = None, *, lora: Any = None,
                              lora_scale: float | None = None, lora_path: str | None = None,
                              version: int | None = None, policy: str | None = None) -> int:
-        """Load weights into ``policy`` only (see :meth:`Engine.update_weights`); returns
-        that policy's new version."""
-        return await self.engine_of(policy).update_weights(state_dict, lora=lora, lora_scale=lora_scale,
-                                                           lora_path=lora_path, version=version)
+        """:meth:`load_weights` spelled with keywords."""
+        update = WeightUpdate(state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path)
+        return await self.load_weights(update, version=version, policy=policy)
 
 
 def _named(answer: dict[str, Any], policy: str) -> dict[str, Any]:
@@ -189,10 +198,10 @@ async def _named_stream(chunks: AsyncIterator[dict[str, Any]], policy: str) -> A
             await close()
 
 
-class PolicyControl:
+class PolicyControl(GatewayControl):
     """One policy of a :class:`PolicyEngines` seen as a gateway of its own, for a trainer:
     ``engine`` is that policy's engine, ``policy_version()`` its version, and
-    ``update_weights`` pauses the whole gateway, drains it and loads the weights into that
+    ``load_weights`` pauses the whole gateway, drains it and loads the weights into that
     policy only. Wraps the control of a gateway in this process
     (:class:`~agentbolt.gateway.control.LocalGatewayControl`)."""
 
@@ -220,15 +229,13 @@ class PolicyControl:
     async def flush(self) -> None:
         await self.control.flush()
 
-    async def update_weights(self, *, state_dict: Mapping[str, Any] | None = None, lora: Any = None,
-                             lora_scale: float | None = None, lora_path: str | None = None,
-                             version: int | None = None, drain_timeout: float = 120.0) -> int:
+    async def load_weights(self, update: WeightUpdate, *, version: int | None = None,
+                           drain_timeout: float = 120.0) -> int:
         gateway = self.control.gateway
         gateway.pause()
         try:
             await self.control.drain(drain_timeout)
-            return await self.engines.update_weights(state_dict, lora=lora, lora_scale=lora_scale,
-                                                     lora_path=lora_path, version=version, policy=self.policy)
+            return await self.engines.load_weights(update, version=version, policy=self.policy)
         finally:
             gateway.resume()
 

@@ -1,9 +1,10 @@
 """Model-call spans for proxied calls, and the batching writer that stores them.
 
-The span has the same attributes as a traced client call (see
-``docs/semantic-conventions.md`` and :mod:`agentbolt.tracing.genai`), so adapters treat
-gateway and traced calls alike, plus what only the gateway knows: policy version,
-engine, replica, latency, HTTP status.
+The gateway writes a call's span straight from its :class:`CallRecord`: the request and
+the response it holds as dicts are dumped to JSON once, and the GenAI attributes are
+written by :func:`agentbolt.call_attributes.call_attributes`, as for a traced client
+call, so adapters treat gateway and traced calls alike. Plus what only the gateway
+knows: policy version, engine, replica, latency, HTTP status.
 
 Recording stays off the response path: the proxy hands a :class:`CallRecord` to the
 :class:`SpanRecorder`, which builds spans and writes them in batches in the background,
@@ -19,37 +20,17 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
+from agentbolt import semconv
+from agentbolt.call_attributes import call_attributes
 from agentbolt.gateway.origin import CallOrigin
 from agentbolt.store.base import Store
-from agentbolt.tracing.genai import normalise_model_call
-from agentbolt.tracing.names import AGENT_NAME, LLM_POLICY_VERSION
 from agentbolt.types import Span, SpanEvent, SpanStatus
 
-__all__ = [
-    "ENGINE",
-    "ENGINE_REPLICA",
-    "HTTP_STATUS",
-    "LATENCY_MS",
-    "POLICY_VERSION",
-    "SCOPE_NAME",
-    "CallRecord",
-    "SpanRecorder",
-    "build_span",
-]
+__all__ = ["CallRecord", "SpanRecorder", "build_span"]
 
 logger = logging.getLogger("agentbolt.gateway")
 
-POLICY_VERSION = LLM_POLICY_VERSION
-ENGINE = "agentbolt.llm.engine"
-ENGINE_REPLICA = "agentbolt.llm.engine_replica"
-LATENCY_MS = "agentbolt.llm.latency_ms"
-HTTP_STATUS = "http.response.status_code"
-SCOPE_NAME = "agentbolt.gateway"
-STREAMED = "agentbolt.llm.streamed"
 _BUILD_SLICE = 16
-RETRIES = "agentbolt.llm.retries"
 
 
 @dataclass(slots=True)
@@ -78,44 +59,33 @@ class CallRecord:
 
 
 def build_span(record: CallRecord) -> Span:
-    """The model-call span of ``record`` (normalised like a traced call)."""
-    raw = {
-        "openinference.span.kind": "LLM",
-        "llm.provider": record.engine,
-        "input.value": orjson.dumps(record.request).decode(),
-    }
-    if record.response is not None:
-        raw["output.value"] = orjson.dumps(record.response).decode()
-    call = normalise_model_call(raw)
-    assert call is not None  # an LLM-kind span always normalises
-    attrs = call.attributes
-    attrs.pop("openinference.span.kind", None)
-    attrs.pop("llm.provider", None)
-    attrs["otel.scope.name"] = SCOPE_NAME
-    attrs["agentbolt.rollout_id"] = record.rollout_id
-    attrs["agentbolt.attempt_id"] = record.attempt_id
-    attrs[ENGINE] = record.engine
-    attrs[ENGINE_REPLICA] = record.replica
+    """The model-call span of ``record``: its attributes written once from the record."""
+    name, attrs = call_attributes(record.request, record.response, system=record.engine)
+    attrs[semconv.SCOPE_NAME] = semconv.GATEWAY_SCOPE
+    attrs[semconv.ROLLOUT_ID] = record.rollout_id
+    attrs[semconv.ATTEMPT_ID] = record.attempt_id
+    attrs[semconv.LLM_ENGINE] = record.engine
+    attrs[semconv.LLM_ENGINE_REPLICA] = record.replica
     if record.policy_version is not None:
-        attrs[POLICY_VERSION] = record.policy_version
-    attrs[LATENCY_MS] = round(record.latency_ms, 3)
-    attrs[HTTP_STATUS] = record.status_code
-    attrs[STREAMED] = record.streamed
+        attrs[semconv.LLM_POLICY_VERSION] = record.policy_version
+    attrs[semconv.LLM_LATENCY_MS] = round(record.latency_ms, 3)
+    attrs[semconv.HTTP_STATUS] = record.status_code
+    attrs[semconv.LLM_STREAMED] = record.streamed
     if record.retries:
-        attrs[RETRIES] = record.retries
+        attrs[semconv.LLM_RETRIES] = record.retries
     attrs.update(record.attributes)
     origin = record.origin or CallOrigin()
     if origin.agent_name:
-        attrs[AGENT_NAME] = origin.agent_name
+        attrs[semconv.AGENT_NAME] = origin.agent_name
     events: list[SpanEvent] = []
     status = SpanStatus.OK
     if record.error is not None:
         status = SpanStatus.ERROR
         events.append(
             SpanEvent(
-                name="exception",
+                name=semconv.EXCEPTION_EVENT,
                 timestamp=record.end_time,
-                attributes={"exception.type": "EngineError", "exception.message": record.error},
+                attributes={semconv.EXCEPTION_TYPE: "EngineError", semconv.EXCEPTION_MESSAGE: record.error},
             )
         )
     linked = {"trace_id": origin.trace_id, "parent_id": origin.parent_span_id} if origin.trace_id else {}
@@ -124,7 +94,7 @@ def build_span(record: CallRecord) -> Span:
         attempt_id=record.attempt_id,
         span_id=record.span_id,
         **linked,
-        name=call.name,
+        name=name,
         kind="client",
         status=status,
         status_message=f"EngineError: {record.error}" if record.error is not None else None,
@@ -132,7 +102,7 @@ def build_span(record: CallRecord) -> Span:
         end_time=record.end_time,
         attributes=attrs,
         events=events,
-        resource={"service.name": "agentbolt-gateway"},
+        resource={semconv.SERVICE_NAME: semconv.GATEWAY_SERVICE},
     )
 
 

@@ -126,6 +126,7 @@ class EngineSpec(BaseModel):
         from agentbolt.gateway.transformers_engine import TransformersEngine
 
         assert self.path is not None
+        name: str | None
         if self.path == SMOLLM2:
             from agentbolt.models import smollm2
 

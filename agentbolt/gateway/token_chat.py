@@ -21,12 +21,9 @@ from agentbolt.gateway.chat_template import ChatTemplate, ToolMode, keep_first_c
 from agentbolt.gateway.engine import Engine
 from agentbolt.gateway.history import AttemptHistory, Turn, message_key
 from agentbolt.gateway.tools import ParsedOutput, ToolCallStream, call_deltas
+from agentbolt.semconv import LLM_PROMPT_SOURCE
 
-__all__ = ["PROMPT_SOURCE", "TokenChat"]
-
-PROMPT_SOURCE = "agentbolt.llm.prompt_source"
-"""Span attribute: how the prompt was built — ``token_exact`` (earlier prompt + sampled
-ids + new turns), ``rerendered`` (the fallback) or ``fresh`` (nothing earlier to reuse)."""
+__all__ = ["TokenChat"]
 
 _PASSED = (
     "model", "max_tokens", "temperature", "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty",
@@ -64,9 +61,10 @@ class TokenChat:
     # ---- requests --------------------------------------------------------------------------
     def _prepare(self, body: dict[str, Any], attempt: tuple[str, str] | None) -> _Call:
         mode = self.template.tool_mode(body)
-        messages = body.get("messages")
-        keys = [message_key(m) for m in messages] if isinstance(messages, list) and all(
-            isinstance(m, dict) for m in messages) else []
+        given = body.get("messages")
+        messages: list[dict[str, Any]] = given if isinstance(given, list) and all(
+            isinstance(m, dict) for m in given) else []
+        keys = [message_key(m) for m in messages]
         prompt: list[int] | None = None
         source = "fresh"
         if self.history is not None and attempt is not None and keys:
@@ -112,10 +110,10 @@ class TokenChat:
     # ---- non-streaming ---------------------------------------------------------------------
     async def complete(self, body: dict[str, Any], *, replica: int = 0, attempt: tuple[str, str] | None = None,
                        notes: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The chat completion for ``body`` (``notes`` gets ``PROMPT_SOURCE``)."""
+        """The chat completion for ``body`` (``notes`` gets ``LLM_PROMPT_SOURCE``)."""
         call = self._prepare(body, attempt)
         if notes is not None:
-            notes[PROMPT_SOURCE] = call.source
+            notes[LLM_PROMPT_SOURCE] = call.source
         answer = await self.engine.completions(call.body, replica=replica)
         choice = (answer.get("choices") or [{}])[0]
         message = self._message(call, self._parse(call, choice.get("text") or ""))
@@ -144,7 +142,7 @@ class TokenChat:
         """The chat chunks for ``body`` (the request is checked before the first chunk)."""
         call = self._prepare(body, attempt)
         if notes is not None:
-            notes[PROMPT_SOURCE] = call.source
+            notes[LLM_PROMPT_SOURCE] = call.source
         return self._chunks(call, self.engine.stream_completions(call.body, replica=replica))
 
     async def _chunks(self, call: _Call, pieces: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
@@ -220,6 +218,12 @@ def _chat_logprobs(lp: Any) -> dict[str, Any] | None:
     content = []
     for i, (token, value) in enumerate(zip(tokens, values, strict=False)):
         top = tops[i] if i < len(tops) and isinstance(tops[i], dict) else {}
-        content.append({"token": token, "logprob": value, "bytes": list(str(token).encode()),
-                        "top_logprobs": [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in top.items()]})
+        content.append(
+            {
+                "token": token,
+                "logprob": value,
+                "bytes": list(str(token).encode()),
+                "top_logprobs": [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in top.items()],
+            }
+        )
     return {"content": content}

@@ -15,13 +15,26 @@ OpenAI API shapes, with token ids and logprobs, dynamic batching and weight hot-
   ``tool_choice`` go into the chat template, the output is parsed into ``tool_calls`` by
   the ``tool_parser`` (default: read from the template; see :mod:`agentbolt.gateway.tools`).
 * ``seed`` makes a request reproducible (its own RNG). Batched rows can differ from a lone
-  run in the last float bits, so exact replay holds for the same batch composition.
+  run in the last float bits (and a prompt whose prefix K/V was reused from the cache from
+  one computed afresh), so bit-exact replay holds for the same batch composition and cache
+  state; the logprobs are always those of the logits the token was drawn from.
+* Fast path (Llama-shaped models, fp32 on CPU): the linear layers run through oneDNN on
+  packed copies of the weights (one more copy of the weights in memory; re-packed when a
+  weight changes), about twice MKL's speed for decoding on AVX-512 CPUs. The K/V buffer
+  holds ``max_batch_size`` rows x the longest sequence (46 KB per position for SmolLM2-135M).
 * Runs on CPU (the default, uses torch's thread count or ``num_threads``; on a CPU shared
   with other busy processes ``num_threads=1`` avoids thread-pool stalls); ``device="cuda"``
   runs on a GPU — written for it, but only CPU is tested in this repository.
-* Batching is per batch, not per step: rows leave a running batch when done, new requests
-  wait for the next batch (no mid-batch joins). Answers carry ``policy_version``, the
-  weights version the whole answer was generated with.
+* Batching is continuous for Llama-shaped models (Llama, Mistral without sliding window,
+  Qwen2/3: :mod:`agentbolt.gateway.local.continuous`): requests join the running batch at
+  the next decode step and leave it when done; new prompts are prefilled in the same
+  weight pass as the running rows' next tokens; logits are computed only where a token is
+  sampled; K/V live in a preallocated buffer; identical prompts admitted together (a GRPO
+  group) are prefilled once, and a prompt that extends a cached one (the group's prompt,
+  or an agent's previous prompt + answer) prefills only its new tokens. Other models (or
+  ``scheduler="per-batch"``) batch per batch: new requests wait for the running batch.
+  Either way, weight swaps wait for the running rows, and answers carry
+  ``policy_version``, the weights version the whole answer was generated with.
 
 Example::
 
@@ -34,12 +47,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, Literal
 
 import torch
 
 from agentbolt.gateway.engine import Engine, EngineError
+from agentbolt.gateway.local.continuous import ContinuousScheduler
+from agentbolt.gateway.local.llama_forward import unsupported_reason
 from agentbolt.gateway.local.sampling import SamplingParams, parse_sampling
 from agentbolt.gateway.local.scheduler import (
     BatchScheduler,
@@ -55,6 +70,7 @@ from agentbolt.gateway.local.weights import (
     read_lora_dir,
 )
 from agentbolt.gateway.token_chat import TokenChat
+from agentbolt.gateway.weight_update import WeightUpdate
 
 __all__ = ["TransformersEngine"]
 
@@ -68,8 +84,12 @@ class TransformersEngine(Engine):
     """Serve ``model`` (a transformers causal LM) with ``tokenizer``'s chat template.
 
     ``max_batch_size`` rows share each forward pass; requests arriving within
-    ``batch_window_ms`` of each other (or while a batch runs) are batched together.
-    ``default_max_tokens`` applies when a request sets none.
+    ``batch_window_ms`` of each other on an idle engine start together, later ones join at
+    the next step (``scheduler="per-batch"``: at the next batch).
+    ``default_max_tokens`` applies when a request sets none. ``scheduler``: ``"auto"``
+    (continuous batching where the model is Llama-shaped, else per batch) or
+    ``"per-batch"``. ``prefix_cache_tokens`` bounds the cached prefixes' K/V (continuous
+    scheduler; ~46 KB per token for SmolLM2-135M in fp32).
     """
 
     name = "transformers"
@@ -80,7 +100,8 @@ class TransformersEngine(Engine):
     def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 8, batch_window_ms: float = 5,
                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
                  model_name: str | None = None, default_max_tokens: int = 512,
-                 num_threads: int | None = None, tool_parser: str | None = None) -> None:
+                 num_threads: int | None = None, tool_parser: str | None = None,
+                 scheduler: Literal["auto", "per-batch"] = "auto", prefix_cache_tokens: int = 8192) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
         self.device = torch.device(device)
@@ -100,12 +121,21 @@ class TransformersEngine(Engine):
                 eos.update(int(t) for t in source)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos or {0})
         self._lora = LoraMerger()
-        self._scheduler = BatchScheduler(self.model, tokenizer, max_batch_size=max_batch_size,
-                                         batch_window_s=batch_window_ms / 1000, device=self.device,
-                                         eos_ids=eos, pad_id=pad, num_threads=num_threads)
+        if scheduler not in ("auto", "per-batch"):
+            raise ValueError(f"scheduler must be 'auto' or 'per-batch', not {scheduler!r}")
+        common: dict[str, Any] = {"max_batch_size": max_batch_size, "batch_window_s": batch_window_ms / 1000,
+                                  "device": self.device, "eos_ids": eos, "pad_id": pad, "num_threads": num_threads}
+        self._scheduler: BatchScheduler
+        if scheduler == "auto" and unsupported_reason(self.model) is None:
+            self._scheduler = ContinuousScheduler(self.model, tokenizer, max_len=self.max_model_len,
+                                                  prefix_cache_tokens=prefix_cache_tokens, **common)
+        else:
+            self._scheduler = BatchScheduler(self.model, tokenizer, **common)
 
     @classmethod
-    def from_pretrained(cls, path_or_name: str | Any, *, dtype: torch.dtype | None = None, **kw: Any) -> TransformersEngine:
+    def from_pretrained(
+        cls, path_or_name: str | Any, *, dtype: torch.dtype | None = None, **kw: Any
+    ) -> TransformersEngine:
         """Load a model directory (e.g. ``agentbolt.models.smollm2()``) or Hub name."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -118,6 +148,11 @@ class TransformersEngine(Engine):
     @property
     def policy_version(self) -> int:
         return self._scheduler.policy_version
+
+    @property
+    def scheduler_kind(self) -> str:
+        """``"continuous"`` or ``"per-batch"``: which scheduler serves this engine."""
+        return "continuous" if isinstance(self._scheduler, ContinuousScheduler) else "per-batch"
 
     @property
     def stats(self) -> EngineStats:
@@ -135,22 +170,22 @@ class TransformersEngine(Engine):
                                             "owned_by": "agentbolt", "max_model_len": self.max_model_len}]}
 
     # ---- weights ---------------------------------------------------------------------------
-    async def update_weights(self, state_dict: Mapping[str, torch.Tensor] | None = None, *, lora: Any = None,
-                             lora_scale: float | None = None, lora_path: str | None = None,
-                             version: int | None = None) -> int:
+    async def load_weights(self, update: WeightUpdate, *, version: int | None = None) -> int:
         """Hot-swap weights between batches and return the new ``policy_version``.
 
-        ``state_dict``: full or partial weights of the served architecture (a merged peft
+        ``update.state_dict``: full or partial weights of the served architecture (a merged peft
         model's ``state_dict()`` works too: its prefixes are stripped). ``lora``: a peft
         ``PeftModel`` (its active adapter and scale are read) or an adapter state dict as
         ``peft.get_peft_model_state_dict`` returns (then pass ``lora_scale`` = alpha / r);
         ``lora_path``: a peft adapter directory (``save_pretrained``'s
         ``adapter_config.json`` + ``adapter_model.safetensors``; the scale is read from the
         config). The engine serves base + adapter, and a later adapter replaces, not adds to, it.
-        The in-flight batch finishes on the old weights; queued requests wait and run on
-        the new ones; nothing is dropped. ``version`` defaults to the current one + 1.
+        The running rows finish on the old weights; queued requests wait and run on the new
+        ones; nothing is dropped. Cached prompt prefixes (K/V of the old weights) are dropped.
+        ``version`` defaults to the current one + 1.
         Safe to await from any event loop or thread.
         """
+        state_dict, lora, lora_scale, lora_path = update.state_dict, update.lora, update.lora_scale, update.lora_path
         if lora is not None and lora_path is not None:
             raise ValueError("update_weights takes lora= or lora_path=, not both")
         if lora_path is not None:
@@ -205,6 +240,8 @@ class TransformersEngine(Engine):
     def _request(self, prompt_ids: list[int], body: dict[str, Any], top_logprobs: int) -> GenRequest:
         params: SamplingParams = parse_sampling(body, default_max_tokens=self.default_max_tokens,
                                                 room=self.max_model_len - len(prompt_ids), top_logprobs=top_logprobs)
+        if not prompt_ids:
+            raise _bad("the prompt is empty: send at least one token", "prompt")
         vocab = int(self.model.config.vocab_size)
         if any(t < 0 or t >= vocab for t in prompt_ids):
             raise _bad(f"prompt token ids must be in [0, {vocab})", "prompt")
@@ -285,7 +322,9 @@ class TransformersEngine(Engine):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         return self._completion_stream(req, want, include_usage)
 
-    async def _completion_stream(self, req: GenRequest, want: bool, include_usage: bool) -> AsyncIterator[dict[str, Any]]:
+    async def _completion_stream(
+        self, req: GenRequest, want: bool, include_usage: bool
+    ) -> AsyncIterator[dict[str, Any]]:
         base = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
                 "model": self.model_name}
         first, offset = True, 0

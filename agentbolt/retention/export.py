@@ -38,7 +38,6 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, Field
 
-import agentbolt
 from agentbolt.adapters import (
     MessagesAdapter,
     MissingTokenIdsError,
@@ -57,6 +56,7 @@ from agentbolt.retention.selection import ExportSelection
 from agentbolt.retention.times import format_time
 from agentbolt.store.base import Store
 from agentbolt.types import Attempt, Rollout, Span
+from agentbolt.version import __version__
 
 __all__ = ["MANIFEST", "ExportManifest", "SampleKind", "export_run"]
 
@@ -131,7 +131,7 @@ async def export_run(
         for writer in writers.values():
             writer.close()
     manifest = ExportManifest(
-        agentbolt_version=agentbolt.__version__,
+        agentbolt_version=__version__,
         exported_at=started,
         exported_at_iso=format_time(started),
         format=format,

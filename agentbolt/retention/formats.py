@@ -10,10 +10,11 @@ and kinds; ``json`` columns hold nested values as JSON text (read them back with
 from __future__ import annotations
 
 import gzip
+import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import orjson
 
@@ -84,7 +85,9 @@ class JsonlWriter:
     def __init__(self, path: Path, *, gzipped: bool = False) -> None:
         self.path = path
         self.rows = 0
-        self._file: IO[bytes] = gzip.open(path, "wb", compresslevel=6) if gzipped else open(path, "wb")  # noqa: SIM115
+        self._file: io.BufferedIOBase = (
+            gzip.open(path, "wb", compresslevel=6) if gzipped else open(path, "wb")  # noqa: SIM115
+        )
 
     def write(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:

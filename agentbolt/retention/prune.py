@@ -55,15 +55,17 @@ async def prune_spans(
         if older_than <= 0:
             raise RetentionError(f"older_than must be positive, got {older_than}")
         before = time.time() - older_than
+    assert before is not None  # given, or computed from older_than
     vacuum_fn = getattr(store, "vacuum", None) if vacuum else None
     if vacuum and vacuum_fn is None:
         raise RetentionError(
             f"vacuum applies to a SQLite store only, not {type(store).__name__}: drop --vacuum "
-            "(PostgreSQL reclaims space with its own autovacuum; on a server, vacuum its store file while it is stopped)"
+            "(PostgreSQL reclaims space with its own autovacuum; on a server, vacuum its store file while it is "
+            "stopped)"
         )
     deleted = await store.delete_spans(before=before, rollout_ids=rollout_ids, dry_run=dry_run)
     if not dry_run:
-        log.info("deleted %d spans of rollouts finished before %s", deleted, format_time(before))  # type: ignore[arg-type]
+        log.info("deleted %d spans of rollouts finished before %s", deleted, format_time(before))
     vacuumed = False
     if vacuum_fn is not None and not dry_run:
         await vacuum_fn()

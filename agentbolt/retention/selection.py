@@ -30,8 +30,10 @@ class ExportSelection(BaseModel):
     until: float | None = Field(None, description="Rollouts created before this time (epoch seconds or ISO 8601).")
     status: list[RolloutStatus] | None = Field(None, description="Only rollouts in one of these statuses.")
     mode: RolloutMode | None = Field(None, description="Only train, val or test rollouts.")
-    min_resources_version: int | None = Field(None, ge=1, description="Rollouts run with this resources version or later.")
-    max_resources_version: int | None = Field(None, ge=1, description="Rollouts run with this resources version or earlier.")
+    min_resources_version: int | None = Field(None, ge=1, description="Rollouts run with this resources version or "
+                                                                      "later.")
+    max_resources_version: int | None = Field(None, ge=1, description="Rollouts run with this resources version or "
+                                                                      "earlier.")
     rollout_ids: list[str] | None = Field(None, description="Only these rollouts (unknown ids are skipped).")
     metric_runs: list[str] = Field(default_factory=list, description="Training-metric runs (run_id) to export.")
 

@@ -17,8 +17,9 @@ from agentbolt.runner.gateway_llm import (
     gateway_llm,
 )
 from agentbolt.runner.hooks import Hooks
+from agentbolt.runner.job import RunnerStats
 from agentbolt.runner.loading import AgentLoadError, load_object
-from agentbolt.runner.runner import Runner, RunnerStats
+from agentbolt.runner.runner import Runner
 
 __all__ = [
     "GATEWAY_ENDPOINT",

@@ -31,7 +31,7 @@ import inspect
 import math
 import numbers
 import pickle
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
@@ -65,6 +65,8 @@ class AgentParameterError(TypeError):
 class RolloutFunction:
     """A function marked with :func:`rollout`. Calling it calls the function unchanged;
     ``.name`` names the agent (in spans, worker records and tables)."""
+
+    __qualname__: str  # the function's, copied by functools.update_wrapper (pickling uses it)
 
     def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
         if not callable(fn):
@@ -130,12 +132,12 @@ class LitAgent(Generic[T_task]):
     def __init__(self, *, trained_agents: str | None = None) -> None:
         self.trained_agents = trained_agents
 
-    def training_rollout(self, task: Any, **named: Any) -> float | None:
+    def training_rollout(self, task: Any, **named: Any) -> float | Awaitable[float | None] | None:
         raise NotImplementedError(
             f"{type(self).__name__} must define training_rollout(self, task, ...) returning a reward or None"
         )
 
-    def validation_rollout(self, task: Any, **named: Any) -> float | None:
+    def validation_rollout(self, task: Any, **named: Any) -> float | Awaitable[float | None] | None:
         """Runs validation and test rollouts; by default the same as :meth:`training_rollout`."""
         return self.training_rollout(task, **named)
 

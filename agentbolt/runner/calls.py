@@ -60,12 +60,14 @@ class _ThreadCall(AgentCall):
         )
         self.thread.start()
 
-    def _main(self, context: contextvars.Context, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> None:
+    def _main(
+        self, context: contextvars.Context, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+    ) -> None:
         try:
             result = context.run(fn, *args, **kwargs)
             if inspect.iscoroutine(result):  # e.g. a lambda around an async agent
                 result = context.run(asyncio.run, result)
-        except BaseException as exc:  # delivered to the waiting task
+        except BaseException as exc:  # noqa: BLE001 — delivered to the waiting task, which raises it
             self._deliver(None, exc)
         else:
             self._deliver(result, None)
@@ -99,7 +101,9 @@ def _settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) ->
         fut.set_result(result)
 
 
-def start_call(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *, is_async: bool, name: str) -> AgentCall:
+def start_call(
+    fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *, is_async: bool, name: str
+) -> AgentCall:
     """Start ``fn(*args, **kwargs)`` in the current context (which the tracer set up)."""
     if is_async:
         return _TaskCall(fn(*args, **kwargs))

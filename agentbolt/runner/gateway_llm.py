@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentbolt.scoped import NO_TOKEN, rollout_base_url
 from agentbolt.types import LLM, Resources
 
 __all__ = ["GATEWAY_ENDPOINT", "GatewayUnavailableError", "gateway_llm", "resolve_gateway_llms"]
@@ -42,8 +43,6 @@ def resolve_gateway_llms(resources: Resources | None, store: Any, rollout_id: st
             f"{type(store).__name__}, not a server: give the trainer an engine (Trainer(gateway=EngineSpec(...))) "
             "or run the runner against the server (`agentbolt runner --server URL`)"
         )
-    from agentbolt.controller.credentials import NO_TOKEN, rollout_base_url
-
     url = rollout_base_url(base, rollout_id, attempt_id)
     key = token or getattr(store, "token", None) or NO_TOKEN
     named = {

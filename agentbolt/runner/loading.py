@@ -94,6 +94,6 @@ def reference_of(obj: Any) -> str | None:
         return None
     try:
         found = load_object(f"{module}:{qualname}")
-    except Exception:
+    except Exception:  # noqa: BLE001 — not importable by reference: the caller says so
         return None
     return f"{module}:{qualname}" if found is obj else None

@@ -15,14 +15,17 @@ import os
 import signal
 import threading
 
-from agentbolt.runner.runner import Runner, RunnerStats
+from agentbolt.runner.job import RunnerStats
+from agentbolt.runner.runner import Runner
 
 __all__ = ["serve_runner", "watch_parent", "configure_child_logging"]
 
 log = logging.getLogger("agentbolt.runner")
 
 
-def serve_runner(runner: Runner, *, max_rollouts: int | None = None, parent_pid: int | None = None) -> RunnerStats | None:
+def serve_runner(
+    runner: Runner, *, max_rollouts: int | None = None, parent_pid: int | None = None
+) -> RunnerStats | None:
     """Run ``runner`` until a signal, ``max_rollouts``, or the parent's death. Returns
     its stats, or None if it was stopped hard (second signal)."""
     if parent_pid is not None:

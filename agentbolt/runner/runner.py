@@ -28,21 +28,29 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Status, StatusCode
 
-from agentbolt import semconv
 from agentbolt.runner.agent import AgentAdapter, as_agent, split_result
 from agentbolt.runner.calls import AgentCall, start_call
 from agentbolt.runner.error_log import PROCESS_ERRORS, FirstSeenErrors
-from agentbolt.runner.errors import error_info
 from agentbolt.runner.gateway_llm import resolve_gateway_llms
 from agentbolt.runner.hooks import HookSet
+from agentbolt.runner.job import (
+    SHUTDOWN,
+    TIMEOUT,
+    Job,
+    RunnerStats,
+    Stopped,
+    deadline_of,
+    default_worker_id,
+    heartbeat_interval,
+    outcome_of,
+    send_outcome,
+)
 from agentbolt.store.base import Store
-from agentbolt.store.errors import InvalidTransitionError, StoreUnavailableError
 from agentbolt.tracing.emitters import (
     emit_exception,
     emit_output,
@@ -50,17 +58,9 @@ from agentbolt.tracing.emitters import (
     output_metadata,
 )
 from agentbolt.tracing.tracer import Tracer
-from agentbolt.types import (
-    Attempt,
-    AttemptStatus,
-    Claim,
-    ErrorInfo,
-    Resources,
-    Rollout,
-    WorkerStatus,
-)
+from agentbolt.types import AttemptStatus, Claim, Resources, Rollout, WorkerStatus
 
-__all__ = ["Runner", "RunnerStats", "default_worker_id"]
+__all__ = ["Runner"]
 
 log = logging.getLogger("agentbolt.runner")
 
@@ -68,59 +68,6 @@ SPAN_RETRIES = 10
 """Retries of a span batch by the runner's own tracer (backoff 0.1 s doubling, at most
 5 s apart: 30 to 40 s of store outage over HTTP, each try retrying too) — patient enough
 for a server restart, like reporting outcomes."""
-
-_SHUTDOWN = "shutdown"
-_TIMEOUT = "timeout"
-
-
-@dataclass
-class RunnerStats:
-    """What one :meth:`Runner.run` did."""
-
-    worker_id: str
-    claimed: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    stopped: int = 0
-    """Attempts stopped before they finished: timed out, cancelled, taken over by
-    another attempt, or interrupted by shutdown."""
-    elapsed: float = 0.0
-
-
-def default_worker_id() -> str:
-    """A runner name unique across machines: host, process id and a random suffix."""
-    return f"runner-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-@dataclass
-class _Job:
-    """One claimed attempt on its way through the runner."""
-
-    claim: Claim
-    deadline: float | None
-    stop_reason: str | None = None
-    call: AgentCall | None = None
-    output: Any = None
-    """The agent's output (its return value when not a reward), as JSON values."""
-    stop_requested: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-
-    @property
-    def rollout(self) -> Rollout:
-        return self.claim.rollout
-
-    @property
-    def attempt(self) -> Attempt:
-        return self.claim.attempt
-
-    def request_stop(self, reason: str) -> None:
-        if self.stop_reason is None:
-            self.stop_reason = reason
-        if not self.stop_requested.done():
-            self.stop_requested.set_result(None)
-
-
-class _Stopped(Exception):
-    """The agent of a job was stopped; ``job.stop_reason`` says why."""
 
 
 class Runner:
@@ -206,7 +153,7 @@ class Runner:
             # restarting) before the attempt is given up as SpansNotStored
             tracer, own_tracer = Tracer(store, max_retries=SPAN_RETRIES), True
         tracer.start()
-        jobs: dict[asyncio.Task[None], _Job] = {}
+        jobs: dict[asyncio.Task[None], Job] = {}
         stop_waiter = asyncio.ensure_future(stop.wait())
         try:
             await self._register(WorkerStatus.IDLE)
@@ -233,7 +180,7 @@ class Runner:
 
     async def _loop(
         self,
-        jobs: dict[asyncio.Task[None], _Job],
+        jobs: dict[asyncio.Task[None], Job],
         stats: RunnerStats,
         tracer: Tracer,
         stop: asyncio.Event,
@@ -255,15 +202,19 @@ class Runner:
                 # of leaving them to time out
                 request_id = request_id or uuid.uuid4().hex
                 try:
-                    claims = await self.store.claim_rollouts(self.worker_id, room, request_id)  # type: ignore[union-attr]
+                    claims = await self._store.claim_rollouts(self.worker_id, room, request_id)
                     failures, request_id = 0, None
-                except Exception as exc:  # the store is down: keep trying, slower
+                except Exception as exc:  # noqa: BLE001 — the store is down: keep trying, slower
                     claim_failed = True
                     failures += 1
-                    log.warning("runner %s could not claim work (%s: %s); retrying", self.worker_id, type(exc).__name__, exc)
+                    log.warning(
+                        "runner %s could not claim work (%s: %s); retrying", self.worker_id, type(exc).__name__, exc
+                    )
                 for claim in claims:
-                    job = _Job(claim, self._deadline(claim.rollout))
-                    task = asyncio.create_task(self._execute(job, tracer, stats), name=f"rollout-{claim.rollout.rollout_id}")
+                    job = Job(claim, deadline_of(claim.rollout))
+                    task = asyncio.create_task(
+                        self._execute(job, tracer, stats), name=f"rollout-{claim.rollout.rollout_id}"
+                    )
                     jobs[task] = job
                 stats.claimed += len(claims)
             limit_reached = max_rollouts is not None and stats.claimed >= max_rollouts
@@ -279,14 +230,16 @@ class Runner:
             done, _ = await asyncio.wait({*jobs, stop_waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             self._reap(jobs, done)
 
-    def _reap(self, jobs: dict[asyncio.Task[None], _Job], done: set[Any]) -> None:
+    def _reap(self, jobs: dict[asyncio.Task[None], Job], done: set[Any]) -> None:
         for task in done:
             if task in jobs:
                 del jobs[task]
                 if not task.cancelled() and task.exception() is not None:
-                    log.error("runner %s: internal error while running a rollout", self.worker_id, exc_info=task.exception())
+                    log.error(
+                        "runner %s: internal error while running a rollout", self.worker_id, exc_info=task.exception()
+                    )
 
-    async def _drain(self, jobs: dict[asyncio.Task[None], _Job], grace: float | None) -> None:
+    async def _drain(self, jobs: dict[asyncio.Task[None], Job], grace: float | None) -> None:
         """Wait for running attempts (up to ``grace`` s), then stop and report the rest."""
         if grace is None or grace > 0:
             done, _ = await asyncio.wait(set(jobs), timeout=grace)
@@ -294,7 +247,7 @@ class Runner:
         if not jobs:
             return
         for job in jobs.values():
-            job.request_stop(_SHUTDOWN)
+            job.request_stop(SHUTDOWN)
         done, _ = await asyncio.wait(set(jobs), timeout=self.stop_grace + 30.0)
         self._reap(jobs, done)
         for task in list(jobs):
@@ -316,7 +269,7 @@ class Runner:
             tracer = Tracer(store, max_retries=SPAN_RETRIES)
         tracer.start()
         try:
-            await self._execute(_Job(claim, self._deadline(claim.rollout)), tracer, stats)
+            await self._execute(Job(claim, deadline_of(claim.rollout)), tracer, stats)
         finally:
             if own_tracer:
                 await tracer.aclose()
@@ -324,7 +277,7 @@ class Runner:
         return stats
 
     # ------------------------------------------------------------------------ one attempt
-    async def _execute(self, job: _Job, tracer: Tracer, stats: RunnerStats) -> None:
+    async def _execute(self, job: Job, tracer: Tracer, stats: RunnerStats) -> None:
         rollout, attempt = job.rollout, job.attempt
         error: BaseException | None = None
         resources: Resources | None = None
@@ -332,7 +285,7 @@ class Runner:
             resources = await self._resources_of(rollout)
             await self._beat(job)
             await self.hooks.call("on_rollout_start", rollout=rollout)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — the attempt fails with it (reported below)
             error = exc
         with tracer.attempt(rollout, attempt, resources, token=job.claim.token):
             if error is None and job.stop_reason is None:
@@ -346,9 +299,9 @@ class Runner:
                     if reward is not None:
                         emit_reward(reward)
                     await self.hooks.call("on_trace_end", rollout=rollout, attempt=attempt, tracer=tracer)
-                except _Stopped:
+                except Stopped:
                     pass
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 — the agent's error: the attempt fails with it
                     error = exc
             if error is not None and job.stop_reason is None:
                 try:
@@ -363,14 +316,14 @@ class Runner:
         spans_lost: str | None = None
         try:
             await tracer.flush(attempt.attempt_id)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — reported with the outcome
             spans_lost = f"{type(exc).__name__}: {exc}"
             log.warning("spans of rollout %s are incomplete: flush failed (%s)", rollout.rollout_id, spans_lost)
         await self._report(job, error, stats, spans_lost)
         if self.hooks.defines("on_rollout_end"):
             await self._rollout_end(job)
 
-    async def _run_agent(self, job: _Job, resources: Resources | None) -> Any:
+    async def _run_agent(self, job: Job, resources: Resources | None) -> Any:
         assert self._agent is not None
         rollout = job.rollout
         entry = self._agent.entry_point(rollout.mode)
@@ -380,13 +333,15 @@ class Runner:
         call = job.call = start_call(
             entry.fn, args, kwargs, is_async=entry.is_async, name=f"agentbolt-rollout-{rollout.rollout_id}"
         )
-        interval = self._heartbeat_interval(rollout)
+        interval = heartbeat_interval(rollout, self.heartbeat_interval)
         while True:
             timeout = interval
             if job.deadline is not None:
                 timeout = min(timeout, job.deadline - time.monotonic())
             if job.stop_reason is None and timeout > 0:
-                await asyncio.wait({call.future, job.stop_requested}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    {call.future, job.stop_requested}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
             if call.future.done():
                 if not call.future.cancelled():
                     job.stop_reason = None  # it finished: a stop asked meanwhile is moot
@@ -394,15 +349,17 @@ class Runner:
                 if job.stop_reason is None:
                     raise RuntimeError("the agent's task was cancelled from inside the agent, not by agentbolt")
             if job.stop_reason is None and job.deadline is not None and time.monotonic() >= job.deadline:
-                job.request_stop(_TIMEOUT)
+                job.request_stop(TIMEOUT)
             if job.stop_reason is None:
                 await self._beat(job)
             if job.stop_reason is not None:
                 await self._stop_agent(job, call)
-                raise _Stopped(job.stop_reason)
+                raise Stopped(job.stop_reason)
 
-    async def _stop_agent(self, job: _Job, call: AgentCall) -> None:
-        log.info("stopping rollout %s (attempt %s): %s", job.rollout.rollout_id, job.attempt.attempt_id, job.stop_reason)
+    async def _stop_agent(self, job: Job, call: AgentCall) -> None:
+        log.info(
+            "stopping rollout %s (attempt %s): %s", job.rollout.rollout_id, job.attempt.attempt_id, job.stop_reason
+        )
         call.stop()
         thread = getattr(call, "thread", None)
         grace_end = time.monotonic() + self.stop_grace
@@ -412,11 +369,11 @@ class Runner:
         else:
             await asyncio.wait({call.future}, timeout=self.stop_grace)
 
-    async def _beat(self, job: _Job) -> None:
+    async def _beat(self, job: Job) -> None:
         """Heartbeat; if the store no longer wants this attempt, ask to stop it."""
         try:
-            attempt = await self.store.heartbeat(job.rollout.rollout_id, job.attempt.attempt_id)  # type: ignore[union-attr]
-        except Exception as exc:  # a hiccup: the next beat may get through
+            attempt = await self._store.heartbeat(job.rollout.rollout_id, job.attempt.attempt_id)
+        except Exception as exc:  # noqa: BLE001 — a hiccup: the next beat may get through
             log.warning("heartbeat of rollout %s failed (%s: %s)", job.rollout.rollout_id, type(exc).__name__, exc)
             return
         if not attempt.status.is_active:
@@ -424,74 +381,27 @@ class Runner:
             job.request_stop(f"the store ended the attempt ({attempt.status.value}: {why})")
 
     async def _report(
-        self, job: _Job, error: BaseException | None, stats: RunnerStats, spans_lost: str | None = None
+        self, job: Job, error: BaseException | None, stats: RunnerStats, spans_lost: str | None = None
     ) -> None:
-        rollout, attempt = job.rollout, job.attempt
-        status: AttemptStatus | None
-        info: ErrorInfo | None = None
-        metadata: dict[str, Any] | None = None
-        if job.stop_reason is None and error is None and spans_lost is None:
-            status = AttemptStatus.SUCCEEDED
-            stats.succeeded += 1
-            if job.output is not None:
-                metadata = {semconv.ATTEMPT_OUTPUT: job.output}
-        elif job.stop_reason is None and error is None:
-            # a success without its trace would be a silent hole in the data: run it again
-            status = AttemptStatus.FAILED
-            info = ErrorInfo(
-                type="SpansNotStored",
-                message=f"the agent finished but its spans could not all be stored ({spans_lost})",
-                retryable=True,
-            )
-            stats.failed += 1
-            log.warning("rollout %s reported failed (retryable): its spans could not be stored", rollout.rollout_id)
-        elif job.stop_reason is None:
-            assert error is not None
-            status, info = AttemptStatus.FAILED, error_info(error)
-            stats.failed += 1
-            self._failures.record(info.type, info.message)
-            PROCESS_ERRORS.log_failure(error, type_name=info.type, rollout_id=rollout.rollout_id)
-        else:
+        rollout = job.rollout
+        outcome = outcome_of(job, error, spans_lost, worker_id=self.worker_id)
+        if job.stop_reason is not None:
             stats.stopped += 1
-            if job.stop_reason == _TIMEOUT:
-                status = AttemptStatus.TIMEOUT
-                info = ErrorInfo(
-                    type="timeout",
-                    message=f"attempt ran longer than {rollout.config.timeout_seconds} s; the runner stopped it",
-                )
-            elif job.stop_reason == _SHUTDOWN:
-                status = AttemptStatus.FAILED
-                info = ErrorInfo(
-                    type="RunnerShutdown",
-                    message=f"runner {self.worker_id} shut down before the attempt finished",
-                    retryable=True,
-                )
-            else:
-                return  # the store already decided this attempt's outcome
-        # reporting is idempotent, so it is sent again while the store is unreachable (a
-        # server restarting): an outcome lost here would cost the whole attempt
-        give_up = time.monotonic() + self.report_patience
-        delay = 0.2
-        while True:
-            try:
-                await self.store.update_attempt(rollout.rollout_id, attempt.attempt_id, status=status, error=info,  # type: ignore[union-attr]
-                                                metadata=metadata)
-                return
-            except InvalidTransitionError as exc:
-                log.info("rollout %s: outcome %s not recorded, the store had already ended the attempt (%s)",
-                         rollout.rollout_id, status.value, exc)
-                return
-            except Exception as exc:
-                retry = isinstance(exc, StoreUnavailableError) and time.monotonic() + delay < give_up
-                if not retry:
-                    log.error("could not report the outcome of rollout %s (%s: %s)", rollout.rollout_id,
-                              type(exc).__name__, exc)
-                    return
-                log.warning("reporting the outcome of rollout %s failed (%s); retrying", rollout.rollout_id, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        elif outcome is not None and outcome.status is AttemptStatus.SUCCEEDED:
+            stats.succeeded += 1
+        else:
+            stats.failed += 1
+        if outcome is None:
+            return  # the store already decided this attempt's outcome
+        if job.stop_reason is None and error is not None and outcome.error is not None:
+            self._failures.record(outcome.error.type, outcome.error.message)
+            PROCESS_ERRORS.log_failure(error, type_name=outcome.error.type, rollout_id=rollout.rollout_id)
+        elif outcome.error is not None and outcome.error.type == "SpansNotStored":
+            log.warning("rollout %s reported failed (retryable): its spans could not be stored", rollout.rollout_id)
+        assert self.store is not None
+        await send_outcome(self.store, job, outcome, patience=self.report_patience)
 
-    async def _rollout_end(self, job: _Job) -> None:
+    async def _rollout_end(self, job: Job) -> None:
         store = self.store
         assert store is not None
         try:
@@ -502,15 +412,12 @@ class Runner:
             log.exception("on_rollout_end hook failed for rollout %s", job.rollout.rollout_id)
 
     # ------------------------------------------------------------------------ helpers
-    def _deadline(self, rollout: Rollout) -> float | None:
-        limit = rollout.config.timeout_seconds
-        return None if limit is None else time.monotonic() + limit
-
-    def _heartbeat_interval(self, rollout: Rollout) -> float:
-        interval = self.heartbeat_interval
-        if rollout.config.unresponsive_seconds is not None:
-            interval = min(interval, rollout.config.unresponsive_seconds / 3)
-        return max(interval, 0.01)
+    @property
+    def _store(self) -> Store:
+        """The store, once running (:meth:`run` refuses to start without one)."""
+        if self.store is None:
+            raise TypeError("this Runner has no store: pass store=... or run it through agentbolt.Trainer")
+        return self.store
 
     async def _resources_of(self, rollout: Rollout) -> Resources | None:
         version = rollout.resources_version
@@ -518,7 +425,7 @@ class Runner:
             return None
         cached = self._resources.get(version)
         if cached is None:
-            cached = await self.store.get_resources(version)  # type: ignore[union-attr]
+            cached = await self._store.get_resources(version)
             self._resources[version] = cached
             if len(self._resources) > 16:
                 self._resources.popitem(last=False)

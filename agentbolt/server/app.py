@@ -24,9 +24,8 @@ from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-import agentbolt
 from agentbolt.server.auth import AuthMiddleware
-from agentbolt.server.dashboard_static import DashboardMiddleware
+from agentbolt.server.dashboard.static import DashboardMiddleware
 from agentbolt.server.errors import (
     ErrorGuardMiddleware,
     error_response,
@@ -37,6 +36,7 @@ from agentbolt.server.routes import ROUTERS
 from agentbolt.server.routes.context import ServerContext
 from agentbolt.server.schemas import TypedBatchRequest
 from agentbolt.store.base import Store
+from agentbolt.version import __version__
 
 if TYPE_CHECKING:
     from agentbolt.gateway.gateway import Gateway
@@ -227,7 +227,7 @@ def create_app(
     the body limit of the gateway's weight-update route (model weights are large).
     ``cors_origins`` — browser origins (``https://host:port``) allowed to call the API,
     e.g. a dashboard served elsewhere; none by default. The web dashboard itself is
-    served at ``/`` (see :mod:`agentbolt.server.dashboard_static`).
+    served at ``/`` (see :mod:`agentbolt.server.dashboard.static`).
     """
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
@@ -255,7 +255,7 @@ def create_app(
 
     app = FastAPI(
         title="agentbolt",
-        version=agentbolt.__version__,
+        version=__version__,
         description=(
             "The agentbolt store over HTTP: a rollout queue with claims and retries, spans, "
             "versioned resources and workers. Send `Authorization: Bearer <token>`: the admin "
@@ -266,9 +266,7 @@ def create_app(
     )
     app.state.agentbolt = ctx
     if gateway is not None:
-        from agentbolt.gateway.routes import (
-            gateway_router,  # here: the gateway imports server.auth
-        )
+        from agentbolt.server.routes.gateway import gateway_router  # only with a gateway: loads its engines
 
         gateway.bind(store)
         app.state.gateway = gateway
@@ -292,6 +290,7 @@ def create_app(
             allow_headers=["Authorization", "Content-Type"],
             max_age=600,
         )
+    # FastAPI's documented way to extend the schema is to replace app.openapi
     app.openapi = lambda: _openapi_with_extras(app)  # type: ignore[method-assign]
     return app
 

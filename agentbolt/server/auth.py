@@ -8,16 +8,12 @@ Two kinds of caller:
   one attempt and may only read that rollout and report that attempt's spans, reward
   and heartbeat: what an agent process needs, nothing more.
 
-A scoped token is ``ab1.<rollout id>.<attempt id>.<signature>`` (base64url parts), the
-signature an HMAC-SHA256 keyed with the store's persistent secret, so tokens stay valid
-across server restarts and need no table of their own.
+The token itself (its format, minting and checking) is in :mod:`agentbolt.scoped`, the
+low-level module that every part handing an agent its gateway URL and token shares.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +22,7 @@ from typing import Literal
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agentbolt.scoped import TOKEN_PREFIX, TokenScope, mint_scoped_token, verify_token
 from agentbolt.store.errors import (
     AuthenticationError,
     PermissionDeniedError,
@@ -45,56 +42,11 @@ __all__ = [
     "principal_of",
 ]
 
-TOKEN_PREFIX = "ab1"
-"""Version tag of the scoped-token format."""
-
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 """Paths served without any token."""
 
 PRINCIPAL_KEY = "agentbolt.principal"
 """Where the authenticated caller is kept in the ASGI scope."""
-
-
-@dataclass(frozen=True, slots=True)
-class TokenScope:
-    """The rollout attempt a scoped token speaks for."""
-
-    rollout_id: str
-    attempt_id: str
-
-
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _signature(secret: bytes, payload: str) -> bytes:
-    return hmac.new(secret, payload.encode("ascii"), hashlib.sha256).digest()
-
-
-def mint_scoped_token(secret: bytes, rollout_id: str, attempt_id: str) -> str:
-    """A token good for one attempt of one rollout (see the module docstring)."""
-    payload = f"{TOKEN_PREFIX}.{_b64(rollout_id.encode())}.{_b64(attempt_id.encode())}"
-    return f"{payload}.{_b64(_signature(secret, payload))}"
-
-
-def verify_token(secret: bytes, token: str) -> TokenScope | None:
-    """The scope of a genuine scoped token; ``None`` for anything else (forged,
-    malformed, or signed by another store)."""
-    parts = token.split(".")
-    if len(parts) != 4 or parts[0] != TOKEN_PREFIX:
-        return None
-    try:
-        sig = _unb64(parts[3])
-        payload = ".".join(parts[:3])
-        if not hmac.compare_digest(sig, _signature(secret, payload)):
-            return None
-        return TokenScope(_unb64(parts[1]).decode(), _unb64(parts[2]).decode())
-    except (binascii.Error, ValueError, UnicodeError):
-        return None
 
 
 @dataclass(frozen=True, slots=True)

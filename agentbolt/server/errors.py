@@ -124,7 +124,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     elif status == 405:
         allowed = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow")
         message = f"{request.method} is not allowed on {request.url.path}" + (f"; use {allowed}" if allowed else "")
-    return error_response(status, code, message, headers=exc.headers)
+    return error_response(status, code, message, headers=dict(exc.headers) if exc.headers else None)
 
 
 def install_exception_handlers(app: FastAPI) -> None:

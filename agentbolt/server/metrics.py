@@ -110,7 +110,7 @@ class _StoreCollector(Collector):
         yield from (queue, rollouts, attempts, spans, workers, version)
 
 
-def _by_status(statuses: type[RolloutStatus] | type[AttemptStatus], counts: dict[str, int]) -> dict[str, int]:
+def _by_status(statuses: type[RolloutStatus | AttemptStatus], counts: dict[str, int]) -> dict[str, int]:
     out = {s.value: 0 for s in statuses}
     out.update(counts)
     return out

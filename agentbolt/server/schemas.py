@@ -109,7 +109,8 @@ class RolloutCountQuery(_Body):
     status: list[RolloutStatus] | None = None
     mode: RolloutMode | None = None
     search: str | None = Field(default=None, max_length=200)
-    cap: int | None = Field(default=None, ge=1, le=2**62, description="Stop counting here: the answer is min(count, cap).")
+    cap: int | None = Field(default=None, ge=1, le=2**62, description="Stop counting here: the answer is min(count, "
+                                                                      "cap).")
 
 
 class RolloutCount(_Body):
@@ -194,7 +195,8 @@ class RewardRequest(_Body):
     def named(self) -> tuple[dict[str, float], str]:
         """The rewards by name and the primary one's name."""
         if self.rewards is None:
-            return {"reward": float(self.value)}, "reward"  # type: ignore[arg-type]
+            assert self.value is not None  # _one_form: a value when there are no rewards
+            return {"reward": float(self.value)}, "reward"
         primary = self.primary or next(iter(self.rewards))
         return dict(self.rewards), primary
 

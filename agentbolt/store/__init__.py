@@ -13,13 +13,13 @@ from agentbolt.store.memory import MemoryStore
 from agentbolt.store.url import open_store
 
 __all__ = [
-    "Store",
-    "MemoryStore",
-    "open_store",
-    "StoreError",
-    "NotFoundError",
-    "InvalidTransitionError",
     "ConflictError",
     "InvalidRequestError",
+    "InvalidTransitionError",
+    "MemoryStore",
+    "NotFoundError",
+    "Store",
+    "StoreError",
     "StoreUnavailableError",
+    "open_store",
 ]

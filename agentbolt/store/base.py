@@ -16,7 +16,7 @@ import abc
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 from agentbolt.store.errors import InvalidRequestError, NotFoundError
 from agentbolt.types import (
@@ -60,7 +60,7 @@ class Store(abc.ABC):
     async def close(self) -> None:
         """Release connections. Idempotent."""
 
-    async def __aenter__(self) -> Store:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 

@@ -7,14 +7,14 @@ raised again on the client side by :class:`~agentbolt.store.http.HttpStore`.
 from __future__ import annotations
 
 __all__ = [
-    "StoreError",
-    "NotFoundError",
-    "InvalidTransitionError",
+    "AuthenticationError",
     "ConflictError",
     "InvalidRequestError",
-    "StoreUnavailableError",
-    "AuthenticationError",
+    "InvalidTransitionError",
+    "NotFoundError",
     "PermissionDeniedError",
+    "StoreError",
+    "StoreUnavailableError",
     "error_from_status",
 ]
 

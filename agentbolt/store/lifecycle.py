@@ -26,9 +26,9 @@ kept on the attempt record but never change the rollout's outcome.
 
 from __future__ import annotations
 
-from agentbolt.store.errors import InvalidTransitionError
 from typing import Any
 
+from agentbolt.store.errors import InvalidTransitionError
 from agentbolt.types import (
     Attempt,
     AttemptStatus,
@@ -41,19 +41,19 @@ from agentbolt.types import (
 )
 
 __all__ = [
-    "ROLLOUT_TRANSITIONS",
     "ATTEMPT_TRANSITIONS",
-    "check_rollout_transition",
+    "ROLLOUT_TRANSITIONS",
+    "cancel_rollout",
     "check_attempt_transition",
+    "check_rollout_transition",
+    "expire_attempt",
+    "expired_status",
+    "finish_attempt",
+    "is_current",
+    "record_reward",
+    "refresh_worker",
     "start_attempt",
     "touch_attempt",
-    "finish_attempt",
-    "expired_status",
-    "expire_attempt",
-    "cancel_rollout",
-    "record_reward",
-    "is_current",
-    "refresh_worker",
 ]
 
 R = RolloutStatus

@@ -43,7 +43,7 @@ class ChangeNotifier:
         try:
             await asyncio.wait_for(fut, timeout=max(0.0, timeout))
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         finally:
             with self._lock:

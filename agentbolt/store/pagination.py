@@ -40,8 +40,10 @@ def decode_cursor(cursor: str) -> tuple[Any, str]:
         if not isinstance(item_id, str):
             raise ValueError
         return value, item_id
-    except Exception:
-        raise InvalidRequestError(f"invalid cursor {cursor[:80]!r}: pass back a next_cursor from a previous page") from None
+    except Exception:  # noqa: BLE001 — any undecodable cursor is the caller's error
+        raise InvalidRequestError(
+            f"invalid cursor {cursor[:80]!r}: pass back a next_cursor from a previous page"
+        ) from None
 
 
 def check_sort_key(sort_by: str) -> None:

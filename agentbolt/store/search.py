@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from agentbolt.store.errors import InvalidRequestError
 
-__all__ = ["MAX_SEARCH_LENGTH", "fold", "input_text", "search_needle", "matches"]
+__all__ = ["MAX_SEARCH_LENGTH", "fold", "input_text", "matches", "search_needle"]
 
 MAX_SEARCH_LENGTH = 200
 """Longest search string accepted."""

@@ -13,22 +13,36 @@ import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from agentbolt.types import Attempt, Resources, Rollout
+from agentbolt.types import Attempt, Resources, Rollout, Span
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer as OtelTracer
+
     from agentbolt.store.base import Store
-    from agentbolt.tracing.tracer import Tracer
 
 __all__ = [
     "AttemptContext",
     "NoActiveRolloutError",
+    "SpanSink",
     "current_context",
     "require_context",
     "agent",
     "current_agent_name",
 ]
+
+
+class SpanSink(Protocol):
+    """What an attempt's code needs of the tracer that records it
+    (:class:`~agentbolt.tracing.tracer.Tracer`; named here so this module, which the
+    tracer imports, does not import it back)."""
+
+    otel_tracer: OtelTracer
+
+    def _submit(self, span: Span) -> None: ...
+
+    async def flush(self, attempt_id: str | None = None, timeout: float = 30.0) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +54,7 @@ class AttemptContext:
     attempt: Attempt
     resources: Resources | None
     store: Store
-    tracer: Tracer
+    tracer: SpanSink
     token: str | None = None
     """The attempt's rollout-scoped token (from ``Claim.token`` over HTTP): what a
     harnessed program gets as its API key for the gateway."""

@@ -14,12 +14,10 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
+from agentbolt.semconv import SCOPE_NAME, SCOPE_VERSION
 from agentbolt.types import Span, SpanEvent, SpanStatus
 
 __all__ = ["to_span", "plain_attributes", "SCOPE_NAME", "SCOPE_VERSION"]
-
-SCOPE_NAME = "otel.scope.name"
-SCOPE_VERSION = "otel.scope.version"
 
 _KINDS = {
     SpanKind.INTERNAL: "internal",

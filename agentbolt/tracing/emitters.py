@@ -27,15 +27,14 @@ import math
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 import orjson
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from agentbolt import semconv
-from agentbolt.tracing.context import current_context, require_context
-from agentbolt.tracing.names import (
+from agentbolt.semconv import (
     ANNOTATION_PREFIX,
     ANNOTATION_SPAN,
     EXCEPTION_MESSAGE,
@@ -54,6 +53,7 @@ from agentbolt.tracing.names import (
     OPERATION_OUTPUT,
     OPERATION_SPAN,
 )
+from agentbolt.tracing.context import current_context, require_context
 from agentbolt.types import Span, SpanStatus
 
 __all__ = [
@@ -322,7 +322,7 @@ class _NamedOperation:
         self._cm = _operation_span(self._name or "operation", self._attributes, self._propagate)
         return self._cm.__enter__()
 
-    def __exit__(self, *exc: Any) -> bool | None:
+    def __exit__(self, *exc: object) -> bool | None:
         cm, self._cm = self._cm, None
         return cm.__exit__(*exc)
 
@@ -360,7 +360,7 @@ def _wrap(fn: F, name: str, attributes: dict[str, Any] | None = None, propagate:
                 op.set_output(result)
                 return result
 
-        return async_wrapper  # type: ignore[return-value]
+        return cast(F, async_wrapper)  # functools.wraps keeps fn's signature
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -370,7 +370,7 @@ def _wrap(fn: F, name: str, attributes: dict[str, Any] | None = None, propagate:
             op.set_output(result)
             return result
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:

@@ -15,9 +15,10 @@ import importlib
 import importlib.util
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from agentbolt.tracing.processor import shared_provider
 
@@ -97,7 +98,7 @@ def instrumented_libraries() -> set[str]:
         return set(_done)
 
 
-def _hook_for(lib: _Library):  # type: ignore[no-untyped-def]
+def _hook_for(lib: _Library) -> Callable[[ModuleType], None]:
     def hook(module: ModuleType) -> None:
         with _lock:
             if lib.name in _done:
@@ -110,7 +111,8 @@ def _hook_for(lib: _Library):  # type: ignore[no-untyped-def]
             if lib.trace_config:
                 from openinference.instrumentation import TraceConfig
 
-                kwargs["config"] = TraceConfig(**dict(lib.trace_config))
+                options: dict[str, Any] = dict(lib.trace_config)
+                kwargs["config"] = TraceConfig(**options)
             instrumentor.instrument(**kwargs)
         except Exception:  # noqa: BLE001 — tracing must never break the user's import
             with _lock:

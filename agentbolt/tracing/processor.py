@@ -45,6 +45,7 @@ from opentelemetry.trace import Link, SpanKind
 from opentelemetry.util.types import Attributes
 
 from agentbolt import semconv
+from agentbolt.semconv import AGENT_NAME, LLM_WRAPPED_SPAN_IDS, LLM_WRAPPER
 from agentbolt.tracing.context import (
     AttemptContext,
     current_agent_name,
@@ -52,7 +53,6 @@ from agentbolt.tracing.context import (
 )
 from agentbolt.tracing.convert import to_span
 from agentbolt.tracing.genai import normalise_model_call, without_payload
-from agentbolt.tracing.names import AGENT_NAME, LLM_WRAPPED_SPAN_IDS, LLM_WRAPPER
 from agentbolt.types import Span
 
 __all__ = ["AttemptRouter", "router", "shared_provider", "TRACER_NAME"]
@@ -274,7 +274,7 @@ def shared_provider() -> TracerProvider:
         if _provider is None:
             provider = TracerProvider(
                 sampler=_AttemptSampler(router),
-                resource=Resource({"service.name": os.environ.get("OTEL_SERVICE_NAME", "agentbolt")}),
+                resource=Resource({semconv.SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME", "agentbolt")}),
                 span_limits=SpanLimits(
                     max_span_attributes=10_000,
                     max_events=1_000,

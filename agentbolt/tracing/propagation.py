@@ -35,12 +35,12 @@ from urllib.parse import quote, unquote, urlsplit
 
 from opentelemetry import trace
 
+from agentbolt.semconv import AGENT_HEADER, TRACEPARENT_HEADER
 from agentbolt.tracing.context import (
     AttemptContext,
     current_agent_name,
     current_context,
 )
-from agentbolt.tracing.names import AGENT_HEADER, TRACEPARENT_HEADER
 from agentbolt.tracing.processor import router
 
 __all__ = ["AGENT_HEADER", "HTTP_CLIENTS", "TRACEPARENT_HEADER", "agent_for_call", "install", "stamp_headers"]

@@ -20,20 +20,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Self
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from agentbolt.store.base import Store
-from agentbolt.tracing.context import AttemptContext, activate
-from agentbolt.tracing.global_otel import record_global_spans
-from agentbolt.tracing.names import (
+from agentbolt.semconv import (
     ATTEMPT_SEQUENCE,
     RESOURCES_VERSION,
     ROLLOUT_MODE,
     ROLLOUT_SPAN,
 )
+from agentbolt.store.base import Store
+from agentbolt.tracing.context import AttemptContext, activate
+from agentbolt.tracing.global_otel import record_global_spans
 from agentbolt.tracing.processor import TRACER_NAME, router, shared_provider
 from agentbolt.tracing.shipper import SpanShipper
 from agentbolt.types import Attempt, Resources, Rollout, Span
@@ -94,7 +95,7 @@ class Tracer:
         """Store every finished span (as far as the store lets us), then stop shipping."""
         await self._shipper.aclose()
 
-    async def __aenter__(self) -> Tracer:
+    async def __aenter__(self) -> Self:
         self.start()
         return self
 
@@ -130,7 +131,7 @@ class Tracer:
             with activate(ctx):
                 # a fresh trace per attempt, whatever span the caller may be in
                 root = self.otel_tracer.start_span(ROLLOUT_SPAN, context=otel_context.Context(), attributes=attrs)
-                token = otel_context.attach(trace.set_span_in_context(root))
+                attached = otel_context.attach(trace.set_span_in_context(root))
                 try:
                     yield ctx
                 except BaseException as exc:
@@ -138,7 +139,7 @@ class Tracer:
                     root.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
                     raise
                 finally:
-                    otel_context.detach(token)
+                    otel_context.detach(attached)
                     root.end()
         finally:
             router.close_attempt(attempt.attempt_id)

@@ -46,14 +46,16 @@ def score(reply: str, expected: int) -> float:
     return 1.0 if found and int(found[-1]) == expected else 0.0
 
 
-def plan_then_solve(task: dict[str, Any], llm: agentbolt.LLM, planner_llm: agentbolt.LLM | None = None) -> str:
+def plan_then_solve(task: dict[str, Any], llm: agentbolt.LLM, planner_llm: agentbolt.LLM | None = None, *,
+                    planner_prompt: str = PLANNER, solver_prompt: str = SOLVER) -> str:
     """The planner's call, then the solver's; the solver's reply. ``planner_llm`` (default:
-    ``llm``) lets the planner call another model — its own policy when each agent has one."""
+    ``llm``) lets the planner call another model — its own policy when each agent has one,
+    or the same one with other sampling settings. The prompts are the agents' system prompts."""
     planner_llm = planner_llm or llm
     with _client(planner_llm) as client, agentbolt.agent("planner"):
-        plan = chat(client, planner_llm, PLANNER, task["question"])
+        plan = chat(client, planner_llm, planner_prompt, task["question"])
     with _client(llm) as client, agentbolt.agent("solver"):
-        return chat(client, llm, SOLVER, f"Question: {task['question']}\nPlan: {plan}")
+        return chat(client, llm, solver_prompt, f"Question: {task['question']}\nPlan: {plan}")
 
 
 def _client(llm: agentbolt.LLM) -> openai.OpenAI:

@@ -17,7 +17,8 @@ pytest.importorskip("peft")
 
 import agentbolt
 from agentbolt.algorithms import SFT, SFTConfig
-from agentbolt.algorithms.grpo import GRPO, GRPOConfig, LoraSettings
+from agentbolt.algorithms.grpo import GRPO, GRPOConfig
+from agentbolt.training.lora import LoraSettings
 from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.metrics import read_jsonl

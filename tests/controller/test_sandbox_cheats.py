@@ -25,7 +25,8 @@ from agentbolt.controller import Harness, Limits, Sandbox
 from agentbolt.types import RolloutConfig, RolloutStatus
 from controller.helpers import ADMIN, Served
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)")
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                reason="bubblewrap is not installed (apt-get install bubblewrap)")
 
 CHEATER = r"""#!/bin/sh
 # One cheat per rollout ($1); afterwards it answers what it knows (nothing: a guess).
@@ -46,11 +47,11 @@ urllib.request.urlopen(req, timeout=5)' ;;
   evaluator)    printf 'print(1.0)\n' > "$5" ;;
   other_reward) "$PY" -c '
 import json, os, sys, urllib.request
-url = os.environ["AGENTBOLT_SERVER_URL"] + "/v1/rollouts/" + sys.argv[1] + "/attempts/latest/reward"
+url = os.environ["AGENTBOLT_SERVER_URL"] + "/v1/rollouts/" + sys.argv[1] + "/attempts/" + sys.argv[2] + "/reward"
 req = urllib.request.Request(url, data=json.dumps({"value": 1.0}).encode(), method="POST",
                              headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
                                       "Content-Type": "application/json"})
-urllib.request.urlopen(req, timeout=5)' "$6" ;;
+urllib.request.urlopen(req, timeout=5)' "$6" "$7" ;;
   fork_bomb)    "$PY" -c '
 import os, time
 for _ in range(12):          # 2**12 processes if nothing stopped it
@@ -119,14 +120,20 @@ async def test_each_cheat_is_blocked_and_recorded(served: Served, tmp_path: Path
         other_port = str(other).split(":")[2].split("/")[0]
         sandbox = Sandbox(workspace=ws, limits=Limits(processes=16, memory_mb=256, cpu_seconds=30))
         harness = Harness(
-            ["sh", str(cheater), "{cheat}", sys.executable, str(ws), other_port, str(grader), "{victim}"],
+            ["sh", str(cheater), "{cheat}", sys.executable, str(ws), other_port, str(grader), "{victim}",
+             "{victim_attempt}"],
             evaluator=[sys.executable, str(grader), str(expected)],
             sandbox=sandbox, server_url=served.url, timeout=20,
         )
-        tasks = [{"cheat": c, "victim": "ro-victim"} for c in ["honest", *CHEATS]]
+        # the victim: a finished rollout that earned nothing, whose reward a cheat tries to set to 1
+        (victim,) = await served.run(harness, [{"cheat": "idle", "victim": "-", "victim_attempt": "-"}],
+                                     config=RolloutConfig(max_attempts=1))
+        assert victim.status == RolloutStatus.SUCCEEDED and victim.reward == 0.0
+        target = {"victim": victim.rollout_id, "victim_attempt": victim.latest_attempt_id}
+        tasks = [{"cheat": c, **target} for c in ["honest", *CHEATS]]
         rollouts = await served.run(harness, tasks, config=RolloutConfig(max_attempts=1), concurrency=3)
 
-    by_cheat = {t["cheat"]: r for t, r in zip(tasks, rollouts)}
+    by_cheat = {t["cheat"]: r for t, r in zip(tasks, rollouts, strict=True)}
     honest = by_cheat.pop("honest")
     assert honest.status == RolloutStatus.SUCCEEDED and honest.reward == 1.0
     honest_spans = await served.store.get_spans(honest.rollout_id, honest.latest_attempt_id)
@@ -149,6 +156,10 @@ async def test_each_cheat_is_blocked_and_recorded(served: Served, tmp_path: Path
     async with httpx.AsyncClient(base_url=served.url, headers={"authorization": f"Bearer {ADMIN}"}) as client:
         rows = (await client.get(f"/v1/dashboard/rollouts/{fork_bomb.rollout_id}/waterfall")).json()["spans"]
     assert any(r["summary"].startswith("sandbox blocked limit.processes") for r in rows), rows
+    # the victim's reward is still what it earned, from its one evaluation
+    victim_spans = await served.store.get_spans(victim.rollout_id, victim.latest_attempt_id)
+    assert (await served.store.get_rollout(victim.rollout_id)).reward == 0.0
+    assert sum(s.name == semconv.REWARD_SPAN for s in victim_spans) == 1, [s.name for s in victim_spans]
     # nothing outside the sandbox changed
     assert grader.read_text() == GRADER
     assert not Path("/etc/agentbolt-pwned").exists() and not (ws / "pwned").exists()

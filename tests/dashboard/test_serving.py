@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from agentbolt.server.app import create_app
-from agentbolt.server.dashboard_static import DASHBOARD_DIST, DashboardMiddleware
+from agentbolt.server.dashboard.static import DASHBOARD_DIST, DashboardMiddleware
 from agentbolt.server.testing import serve_app_in_thread, serve_in_thread
 from agentbolt.store.memory import MemoryStore
 

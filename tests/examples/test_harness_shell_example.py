@@ -30,13 +30,17 @@ def test_smoke_run_trains_the_shell_agent_in_its_sandbox(tmp_path: Path) -> None
     assert "smoke check passed" in out.stdout
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 1 and summary["history"][0]["sandbox/events"] == 0
+    assert summary["held_out_problems"] == 2 and summary["sandbox_events"] == 0 and summary["threads"] == 1
+    assert (run / "learning_curve.png").stat().st_size > 0
 
 
 def test_the_agent_and_its_grader_work_without_agentbolt() -> None:
     """agent.sh | grade.py is plain Unix; the agent is a shell script, not Python."""
     grade = [sys.executable, str(EXAMPLE / "grade.py"), "--expected", "928"]
-    right = subprocess.run(grade, input="call: ok\nanswer: 928\n", check=False, capture_output=True, text=True, timeout=30)
-    wrong = subprocess.run(grade, input="call: none\nanswer: 927\n", check=False, capture_output=True, text=True, timeout=30)
+    def run(output: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(grade, input=output, check=False, capture_output=True, text=True, timeout=30)
+
+    right, wrong = run("call: ok\nanswer: 928\n"), run("call: none\nanswer: 927\n")
     assert float(right.stdout) == pytest.approx(1.1) and float(wrong.stdout) == 0.0
     agent = (EXAMPLE / "agent.sh").read_text()
     assert agent.startswith("#!/bin/sh") and "agentbolt" not in agent.lower()

@@ -93,7 +93,7 @@ def test_the_agent_reads_an_error_rewrites_checks_and_every_query_is_a_span(task
     assert second.startswith(("1 row", f"{found[1].attributes['sql.rows']} rows")) and found[1].attributes["sql.ok"]
 
     # the dashboard's trace rows: each query with what came back, readable without a click
-    from agentbolt.server.dashboard_waterfall import waterfall
+    from agentbolt.server.dashboard.waterfall import waterfall
 
     trace = waterfall(asyncio.run(spans()), attempt_id=None, attempt_start=None, truncated=False)
     rows = [r for r in trace["spans"] if r["attributes_preview"].get("agentbolt.operation.name") == "run_sql"]

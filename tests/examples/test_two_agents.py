@@ -50,6 +50,7 @@ def test_rl_smoke_trains_each_way_on_the_agents_it_should(tmp_path: Path) -> Non
     rows = {r["way"]: r for r in json.loads((tmp_path / "results.json").read_text())}
     assert set(rows["solver"]["tokens_trained"]) == {"solver"}  # agent_match: the planner trains nothing
     assert all(rows[way]["tokens_trained"].get(a, 0) > 0 for way in ("shared", "own") for a in ("planner", "solver"))
+    assert rows["own"]["served_by"] == {"planner": ["planner"], "solver": ["solver"]}  # each agent its own policy
     for policy in ("planner", "solver"):  # own: one LoRA per agent, each exported
         assert (tmp_path / "own" / policy / "model" / "config.json").is_file()
 

@@ -31,7 +31,8 @@ def plain_openai_chat(base_url: str, api_key: str) -> str:
     messages: list[dict[str, Any]] = [{"role": "system", "content": INSTRUCTIONS},
                                       {"role": "user", "content": QUESTION}]
     for _ in range(3):
-        message = client.chat.completions.create(model="policy", messages=messages, tools=[ADD_SCHEMA]).choices[0].message
+        answer = client.chat.completions.create(model="policy", messages=messages, tools=[ADD_SCHEMA])
+        message = answer.choices[0].message
         messages.append(message.model_dump(exclude_none=True))
         if not message.tool_calls:
             return message.content or ""
@@ -52,8 +53,8 @@ def plain_openai_responses(base_url: str, api_key: str) -> str:
         calls = [item for item in response.output if item.type == "function_call"]
         if not calls:
             return response.output_text
-        outputs = [{"type": "function_call_output", "call_id": c.call_id, "output": str(_add(**json.loads(c.arguments)))}
-                   for c in calls]
+        outputs = [{"type": "function_call_output", "call_id": c.call_id,
+                    "output": str(_add(**json.loads(c.arguments)))} for c in calls]
         response = client.responses.create(model="policy", instructions=INSTRUCTIONS, input=outputs, tools=[tool],
                                            previous_response_id=response.id)
     raise RuntimeError("no final answer")
@@ -119,6 +120,35 @@ def langgraph(base_url: str, api_key: str) -> str:
     return str(result["messages"][-1].content)
 
 
+def autogen(base_url: str, api_key: str) -> str:
+    """AutoGen AgentChat's ``AssistantAgent`` on ``OpenAIChatCompletionClient`` (Chat
+    Completions). A model name OpenAI does not know needs ``model_info``. With
+    ``max_tool_iterations`` the agent calls the model again on the tool's result, with the
+    tools (``reflect_on_tool_use`` would call it without them: another prompt, not a
+    continuation of the first call, so a second training sample)."""
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_core.models import ModelInfo
+    from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return _add(a, b)
+
+    async def run() -> str:
+        info = ModelInfo(vision=False, function_calling=True, json_output=False, family="unknown",
+                         structured_output=False)
+        client = OpenAIChatCompletionClient(model="policy", base_url=base_url, api_key=api_key, model_info=info)
+        try:
+            agent = AssistantAgent("calc", model_client=client, tools=[add], system_message=INSTRUCTIONS,
+                                   max_tool_iterations=3)
+            result = await agent.run(task=QUESTION)
+            return str(result.messages[-1].content)
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
 def litellm(base_url: str, api_key: str) -> str:
     """LiteLLM's ``completion`` (provider ``openai/``), tool loop by hand."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # else it fetches a price list at import
@@ -149,4 +179,5 @@ FRAMEWORKS: dict[str, tuple[str, Callable[[str, str], str]]] = {
     "agent-framework": ("agent_framework_openai", agent_framework),
     "langgraph": ("langgraph", langgraph),
     "litellm": ("litellm", litellm),
+    "autogen": ("autogen_ext.models.openai", autogen),
 }

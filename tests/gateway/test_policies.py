@@ -60,7 +60,10 @@ async def test_each_policy_answers_with_its_own_adapter_and_version() -> None:
         ids, lps, answer = await _ask(engines, "solver")
         assert (ids, lps) == with_solver[:2] and (ids, lps) != base[:2]  # the solver's adapter answers
         assert (answer["model"], answer["policy_version"]) == ("solver", 1)
-        assert (await _ask(engines, "planner"))[:2] == base[:2]  # the planner is untouched
+        planner_ids, planner_lps, _ = await _ask(engines, "planner")
+        # the planner is untouched (its logprobs up to float rounding: this engine reuses the K/V
+        # of its earlier identical call, the reference computes it afresh)
+        assert planner_ids == base[0] and planner_lps == pytest.approx(base[1], abs=1e-5)
 
         assert await engines.update_weights(lora=planner_lora, policy="planner") == 1
         await reference.update_weights(lora=planner_lora)

@@ -4,6 +4,7 @@ span writer (batches, retries a failing store, flushes on close) and stream reas
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Sequence
 
@@ -54,6 +55,19 @@ def test_the_adapters_read_gateway_spans_like_traced_calls() -> None:
     assert call.messages == [{"role": "user", "content": "q0"}] and call.response_text == "a"
     assert "openinference.span.kind" not in span.attributes
     assert span.attributes["otel.scope.name"] == "agentbolt.gateway"
+
+
+def test_the_span_is_written_from_the_record_with_the_answer_ids_stored_once() -> None:
+    record = _record("r", "a")
+    span = build_span(record)
+    attrs = span.attributes
+    assert json.loads(attrs["agentbolt.llm.request"]) == record.request
+    response = json.loads(attrs["agentbolt.llm.response"])
+    assert "token_ids" not in response["choices"][0]  # only in agentbolt.llm.response_token_ids
+    assert attrs["agentbolt.llm.response_token_ids"] == [3]
+    assert response["choices"][0]["logprobs"] == {"content": [{"token": "a", "logprob": -0.1}]}
+    assert attrs["gen_ai.system"] == attrs["gen_ai.provider.name"] == attrs["agentbolt.llm.engine"] == "fake"
+    assert span.name == "chat m" and attrs["agentbolt.llm.policy_version"] == 3
 
 
 class FlakyStore(MemoryStore):

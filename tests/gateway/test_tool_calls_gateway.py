@@ -146,6 +146,25 @@ def test_a_named_tool_choice_forces_that_function(world: GatewayWorld, engine: S
         client.chat.completions.create(model="policy", messages=MESSAGES, tool_choice="required")
 
 
+def test_a_named_function_with_one_required_argument_gets_it_opened(world: GatewayWorld,
+                                                                   engine: ScriptedEngine) -> None:
+    city = {"type": "function", "function": {"name": "weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    engine.replies = ['Paris"}}\n</tool_call>']
+    client, _ = _client(world)
+    named = {"type": "function", "function": {"name": "weather"}}
+    choice = client.chat.completions.create(model="policy", messages=MESSAGES, tools=[city],
+                                            tool_choice=named).choices[0]
+    assert _prompt_text(engine).endswith('<tool_call>\n{"name": "weather", "arguments": {"city": "')
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "weather" and json.loads(call.function.arguments) == {"city": "Paris"}
+    # an optional sole argument (TOOLS' weather), or several, are left to the model
+    engine.replies = ['{"city": "Paris"}}\n</tool_call>']
+    client.chat.completions.create(model="policy", messages=MESSAGES, tools=TOOLS,
+                                   tool_choice={"type": "function", "function": {"name": "weather"}})
+    assert _prompt_text(engine).endswith('<tool_call>\n{"name": "weather", "arguments": ')
+
+
 def test_parallel_tool_calls_false_keeps_the_first(world: GatewayWorld, engine: ScriptedEngine) -> None:
     engine.replies = [TWO]
     client, _ = _client(world)

@@ -80,9 +80,10 @@ async def test_concurrent_requests_share_forward_passes(tiny) -> None:
         await eng.close()
 
 
-async def test_requests_arriving_while_a_batch_runs_form_the_next_batch(tiny) -> None:
+async def test_per_batch_scheduler_requests_arriving_while_a_batch_runs_form_the_next_batch(tiny) -> None:
+    # (the continuous scheduler lets them join the running batch: test_continuous_batching.py)
     model, tokenizer = tiny
-    eng = TransformersEngine(model, tokenizer, batch_window_ms=1)
+    eng = TransformersEngine(model, tokenizer, batch_window_ms=1, scheduler="per-batch")
     try:
         stream = eng.stream_chat_completions(_chat(max_tokens=150, ignore_eos=True))
         await stream.__anext__()

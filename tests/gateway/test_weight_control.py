@@ -30,6 +30,7 @@ from agentbolt.gateway import (
 )
 from agentbolt.gateway.control import WEIGHTS_ROUTE, safetensors_bytes
 from agentbolt.gateway.transformers_engine import TransformersEngine
+from agentbolt.gateway.weight_update import WeightUpdate
 from agentbolt.models import tiny_model
 from agentbolt.server.app import WEIGHTS_PATH
 from agentbolt.server.testing import serve_app_in_thread, serve_in_thread
@@ -51,9 +52,9 @@ class SwappableFake(FakeEngine):
         super().__init__(policy_version=1)
         self.updates: list[dict[str, Any]] = []
 
-    async def update_weights(self, state_dict: Any = None, *, lora: Any = None, lora_scale: float | None = None,
-                             lora_path: str | None = None, version: int | None = None) -> int:
-        self.updates.append({"state_dict": state_dict, "lora": lora, "lora_scale": lora_scale, "lora_path": lora_path})
+    async def load_weights(self, update: WeightUpdate, *, version: int | None = None) -> int:
+        self.updates.append({"state_dict": update.state_dict, "lora": update.lora, "lora_scale": update.lora_scale,
+                             "lora_path": update.lora_path})
         self._version = version if version is not None else (self._version or 0) + 1
         return self._version
 

@@ -1,8 +1,9 @@
 """Acceptance: in a two-agent system whose model calls go through agentbolt's gateway (the
 path that trains), ``agent_match`` selects exactly the named agent's calls — for an
-explicit ``agentbolt.agent(...)``, LangGraph nodes and the OpenAI Agents SDK. The tracer
-names the agent to the gateway (``X-Agentbolt-Agent`` + ``traceparent``), and the two spans
-of each call (client and gateway) become one call that keeps the name."""
+explicit ``agentbolt.agent(...)``, LangGraph nodes, the OpenAI Agents SDK and AutoGen
+AgentChat (through its OpenInference instrumentor). The tracer names the agent to the
+gateway (``X-Agentbolt-Agent`` + ``traceparent``), and the two spans of each call (client
+and gateway) become one call that keeps the name."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import agentbolt
 from agentbolt.adapters import SampleAdapter, TripletAdapter, extract_model_calls
 from agentbolt.algorithms.evaluate import Evaluate
 from agentbolt.gateway import EngineSpec, GatewayConfig, GatewaySpec
-from agentbolt.gateway.recording import SCOPE_NAME
+from agentbolt.semconv import GATEWAY_SCOPE as SCOPE_NAME
 from agentbolt.runner import gateway_llm
 from agentbolt.store.memory import MemoryStore
 from agentbolt.trainer import Trainer
@@ -138,4 +139,30 @@ async def test_openai_agents_sdk_agent_names_reach_the_gateway_span(engine: Fake
     for spans in await run_through_gateway(openai_agents_sdk, engine):
         # the SDK names its agent spans only when they end: the name comes from the
         # gateway span's ancestors (traceparent) and its client twin, not the header
+        check_selection(spans, header_names=False)
+
+
+@agentbolt.rollout
+async def autogen_agents(task: dict[str, Any], llm: LLM) -> float:
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_core.models import ModelInfo
+    from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+    info = ModelInfo(vision=False, function_calling=True, json_output=False, family="unknown", structured_output=False)
+    client = OpenAIChatCompletionClient(model=llm.model, base_url=llm.endpoint, api_key=llm.api_key or "none",
+                                        model_info=info, max_retries=0)
+    try:
+        planner = AssistantAgent("planner", model_client=client, system_message="Write a plan.")
+        solver = AssistantAgent("solver", model_client=client, system_message="Follow the plan.")
+        plan = (await planner.run(task=f"[{task['id']}] plan")).messages[-1].content
+        answer = (await solver.run(task=f"solve {plan}")).messages[-1].content
+    finally:
+        await client.close()
+    return 1.0 if str(answer).startswith("echo: solve") else 0.0
+
+
+async def test_autogen_agent_names_reach_the_gateway_span(engine: FakeOpenAI) -> None:
+    pytest.importorskip("autogen_agentchat", reason="AutoGen AgentChat is not installed: see docs/frameworks.md")
+    pytest.importorskip("openinference.instrumentation.autogen_agentchat")
+    for spans in await run_through_gateway(autogen_agents, engine):
         check_selection(spans, header_names=False)

@@ -23,8 +23,8 @@ from adapters.spans import ids_of, user
 import agentbolt
 from agentbolt import semconv
 from agentbolt.gateway.recording import CallRecord, build_span
-from agentbolt.server import dashboard_schemas as schemas
-from agentbolt.server import dashboard_views
+from agentbolt.server.dashboard import schemas
+from agentbolt.server.dashboard import views as dashboard_views
 from agentbolt.server.auth import mint_scoped_token
 from agentbolt.server.testing import serve_in_thread
 from agentbolt.store.base import Store

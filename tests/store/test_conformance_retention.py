@@ -10,7 +10,7 @@ import pytest
 
 from agentbolt import semconv
 from agentbolt.server.testing import serve_in_thread
-from agentbolt.store import sqlite_retention
+from agentbolt.store.sqlite import retention as sqlite_retention
 from agentbolt.store.base import Store
 from agentbolt.store.errors import InvalidRequestError, PermissionDeniedError
 from agentbolt.store.http import HttpStore

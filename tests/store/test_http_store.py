@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentbolt.server.app import create_app
 from agentbolt.server.testing import serve_app_in_thread
-from agentbolt.store import http as http_module
+from agentbolt.store.http import client as http_module
 from agentbolt.store.errors import (
     AuthenticationError,
     InvalidRequestError,

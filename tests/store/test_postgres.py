@@ -66,7 +66,7 @@ async def sql(query: str, *params: Any) -> list[tuple[Any, ...]]:
 
 # ---------------------------------------------------------------------------- migrations
 async def test_a_new_schema_is_migrated_once_and_every_step_is_recorded() -> None:
-    from agentbolt.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION
+    from agentbolt.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 
     schema = new_schema()
     async with servers(1, schema) as (first,):
@@ -78,7 +78,7 @@ async def test_a_new_schema_is_migrated_once_and_every_step_is_recorded() -> Non
 
 
 async def test_servers_starting_together_on_a_new_schema_migrate_it_exactly_once() -> None:
-    from agentbolt.store.postgres_schema import SCHEMA_VERSION
+    from agentbolt.store.postgres.schema import SCHEMA_VERSION
 
     async with servers(4) as stores:
         assert sorted(s.migrations_applied for s in stores) == [0, 0, 0, SCHEMA_VERSION]
@@ -88,7 +88,7 @@ async def test_servers_starting_together_on_a_new_schema_migrate_it_exactly_once
 
 
 async def test_a_schema_from_a_newer_agentbolt_is_refused_with_a_clear_message() -> None:
-    from agentbolt.store.postgres_schema import SCHEMA_VERSION, SchemaVersionError
+    from agentbolt.store.postgres.schema import SCHEMA_VERSION, SchemaVersionError
 
     schema = new_schema()
     async with servers(1, schema):
@@ -295,7 +295,7 @@ async def test_a_batch_of_10000_spans_is_stored_in_one_call_with_consecutive_seq
 
 
 async def test_many_calls_on_a_store_not_yet_started_open_it_once() -> None:
-    from agentbolt.store.postgres_schema import SCHEMA_VERSION
+    from agentbolt.store.postgres.schema import SCHEMA_VERSION
 
     store = postgres_store()
     try:

@@ -27,8 +27,8 @@ from agentbolt.store.base import Store
 from agentbolt.store.errors import InvalidRequestError, NotFoundError, StoreError
 from agentbolt.store.memory import MemoryStore
 from agentbolt.store.sqlite import SqliteStore
-from agentbolt.store.sqlite_engine import WriteTx
-from agentbolt.store.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, Migration, connect, migrate
+from agentbolt.store.sqlite.engine import WriteTx
+from agentbolt.store.sqlite.schema import MIGRATIONS, SCHEMA_VERSION, Migration, connect, migrate
 from agentbolt.types import (
     LLM,
     AttemptStatus,

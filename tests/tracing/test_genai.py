@@ -151,3 +151,20 @@ def test_spans_already_in_genai_form_are_kept() -> None:
     assert call.name == "chat m"
     assert call.attributes["gen_ai.usage.input_tokens"] == 3
     assert call.attributes["agentbolt.llm.token_ids_source"] == "none"
+
+
+def test_a_traced_vllm_answer_keeps_choice_zeros_token_ids_in_their_attributes_only() -> None:
+    response = {
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop",
+                     "prompt_token_ids": [1, 2, 3], "token_ids": [7, 8]}],
+    }
+    call = normalise_model_call(
+        oi_span(**{"input.value": json.dumps({"model": "m", "messages": []}), "output.value": json.dumps(response)})
+    )
+    assert call is not None and call.raw
+    a = call.attributes
+    assert a["agentbolt.llm.prompt_token_ids"] == [1, 2, 3] and a["agentbolt.llm.response_token_ids"] == [7, 8]
+    (choice,) = json.loads(a["agentbolt.llm.response"])["choices"]
+    assert choice == {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}

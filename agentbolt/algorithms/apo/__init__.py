@@ -1,13 +1,16 @@
 """APO: automatic prompt optimisation with textual gradients (:class:`APO`, :mod:`.algorithm`) and its parts.
 
 * :mod:`.config` — :class:`APOConfig`, every knob, loadable from YAML.
+* :mod:`.result` — :class:`APOResult` and :class:`RoundRecord`, what a run returns; :class:`APOError`.
+* :mod:`.run_state` — :class:`APORun`, the state one run works with.
+* :mod:`.critic_models` — the critic's and editor's models (an endpoint, the run's engine, any chat object).
 * :mod:`.candidates` — :class:`Candidate` (template, lineage, scores) and the history files for resume.
 * :mod:`.placeholders` — the ``{fields}`` of a template, and whether an edit kept them.
 * :mod:`.textual_gradient` — the critic's and editor's prompts, trace rendering, model clients.
 * :mod:`.selection` — beam (top-k by mean) and Pareto (best on some item) selection.
 """
 
-from agentbolt.algorithms.apo.algorithm import APO, APOError, APOResult, RoundRecord
+from agentbolt.algorithms.apo.algorithm import APO
 from agentbolt.algorithms.apo.candidates import APOState, Candidate, load_history
 from agentbolt.algorithms.apo.config import APOConfig
 from agentbolt.algorithms.apo.placeholders import (
@@ -16,6 +19,7 @@ from agentbolt.algorithms.apo.placeholders import (
     check_formats,
     placeholders,
 )
+from agentbolt.algorithms.apo.result import APOError, APOResult, RoundRecord
 from agentbolt.algorithms.apo.selection import (
     best_of,
     fronts,

@@ -30,7 +30,6 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,16 +47,21 @@ from agentbolt.algorithms.apo.candidates import (
     write_history,
 )
 from agentbolt.algorithms.apo.config import APOConfig
+from agentbolt.algorithms.apo.critic_models import chat_model_for, check_model_spec
 from agentbolt.algorithms.apo.critic_traces import rollout_trace
 from agentbolt.algorithms.apo.display import round_progress, round_table
 from agentbolt.algorithms.apo.placeholders import check_formats
-from agentbolt.algorithms.apo.rollout_scores import evaluation_result, is_scored, mean_or_none
+from agentbolt.algorithms.apo.result import APOError, APOResult, RoundRecord
+from agentbolt.algorithms.apo.rollout_scores import (
+    evaluation_result,
+    mean_or_none,
+    scored_reward,
+)
+from agentbolt.algorithms.apo.run_state import APORun
 from agentbolt.algorithms.apo.selection import best_of, select
 from agentbolt.algorithms.apo.textual_gradient import (
     ChatModel,
     EditOutcome,
-    EngineChatModel,
-    HttpChatModel,
     TextualGradient,
 )
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
@@ -72,55 +76,6 @@ log = logging.getLogger("agentbolt.algorithms.apo")
 
 EVAL_SAMPLING: dict[str, dict[str, float]] = {"val": {"temperature": 0.0}, "test": {"temperature": 0.0}}
 """Sampling APO wants the gateway to force on validation calls, so scores compare."""
-
-
-class APOError(ValueError):
-    """APO cannot run as set up (no validation set, no prompt to start from, no critic...)."""
-
-
-@dataclass
-class RoundRecord:
-    """One round of this process's run."""
-
-    round: int
-    beam: list[str]
-    """Candidate ids kept after the round, best first."""
-    new: list[str]
-    """Candidate ids created (and scored) in the round."""
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class APOResult:
-    """What an APO run found."""
-
-    best: Candidate
-    candidates: list[Candidate]
-    """Every candidate of the run (resumed ones included), in creation order."""
-    rounds: int
-    """Rounds completed (round 0, the initial prompt, not counted)."""
-    run_dir: Path
-    prompt_file: Path | None = None
-    """``run_dir/best_prompt.txt``: the best template."""
-    before: EvaluationResult | None = None
-    """The initial template on the whole validation set (``eval_before``)."""
-    after: EvaluationResult | None = None
-    """The best template on the whole validation set (``eval_after``)."""
-    history: list[RoundRecord] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def best_prompt(self) -> PromptTemplate:
-        return PromptTemplate(template=self.best.template)
-
-    @property
-    def improvement(self) -> float | None:
-        """Mean validation reward after minus before (None without both evaluations)."""
-        if self.before is None or self.after is None:
-            return None
-        if self.before.mean_reward is None or self.after.mean_reward is None:
-            return None
-        return self.after.mean_reward - self.before.mean_reward
 
 
 class APO(Algorithm):
@@ -145,8 +100,8 @@ class APO(Algorithm):
                 raise APOError(f"initial_prompt must be a non-empty template string, got {initial_prompt!r}")
             check_formats(initial_prompt)
         self.initial_prompt = initial_prompt
-        self.critic = _check_model_spec(critic, "critic")
-        self.editor = _check_model_spec(editor, "editor") if editor is not None else None
+        self.critic = check_model_spec(critic, "critic")
+        self.editor = check_model_spec(editor, "editor") if editor is not None else None
         self.console = console or Console(stderr=True)
         self._failed_steps = FailedStepsWatch(self.config.max_failed_steps, "APO")
         self.best_prompt: PromptTemplate | None = None
@@ -159,28 +114,6 @@ class APO(Algorithm):
         for mode, forced in EVAL_SAMPLING.items():
             if config.sampling.get(mode) is None:
                 config.sampling[mode] = dict(forced)
-
-    def _chat_model(self, spec: LLM | str | ChatModel, ctx: AlgorithmContext, name: str) -> tuple[ChatModel, bool]:
-        """The model to talk to, and whether it was made here (and is closed here)."""
-        cfg = self.config
-        retry = {"max_retries": cfg.llm_max_retries, "retry_backoff": cfg.llm_retry_backoff, "name": name}
-        if isinstance(spec, LLM):
-            return HttpChatModel(spec, timeout=cfg.llm_timeout, **retry), True
-        if spec == "gateway":
-            engine = getattr(ctx.gateway, "engine", None)
-            if engine is not None:
-                return EngineChatModel(engine, **retry), True
-            from agentbolt.store.http import HttpStore
-
-            if isinstance(ctx.store, HttpStore):  # the server's admin route to its engine
-                llm = LLM(endpoint=ctx.store.base_url + "/v1/gateway", model="policy", api_key=ctx.store.token)
-                return HttpChatModel(llm, timeout=cfg.llm_timeout, **retry), True
-            raise APOError(
-                f"{name}='gateway' asks the run's own engine, and this run has none: give the trainer one "
-                "(Trainer(gateway=EngineSpec(...))) or pass "
-                f"{name}=agentbolt.LLM(endpoint='https://.../v1', model='...', api_key=...)"
-            )
-        return spec, False  # type: ignore[return-value]
 
     async def _ensure_llm(self, ctx: AlgorithmContext) -> None:
         """With a gateway and no LLM resource, publish ``llm = gateway_llm()`` so agents reach the engine."""
@@ -219,14 +152,16 @@ class APO(Algorithm):
         run_dir = Path(cfg.run_dir or f"runs/apo-{time.strftime('%Y%m%d-%H%M%S')}")
         run_dir.mkdir(parents=True, exist_ok=True)
         run_id = cfg.run_name or run_dir.name
-        critic, own_critic = self._chat_model(self.critic, ctx, "critic")
-        editor, own_editor = (critic, False) if self.editor is None else self._chat_model(self.editor, ctx, "editor")
+        critic, own_critic = chat_model_for(self.critic, ctx, "critic", self.config)
+        editor, own_editor = (
+            (critic, False) if self.editor is None else chat_model_for(self.editor, ctx, "editor", self.config)
+        )
         gradient = TextualGradient(critic, editor, critic_temperature=cfg.critic_temperature,
                                    editor_temperature=cfg.editor_temperature, max_tokens=cfg.max_tokens,
                                    max_edit_retries=cfg.max_edit_retries, failure_threshold=cfg.failure_threshold)
         metrics = MetricsLogger.from_names(cfg.loggers, run_dir=run_dir, store=ctx.store, run_id=run_id,
                                            config=cfg.model_dump(mode="json"))
-        run = _Run(ctx=ctx, run_dir=run_dir, train=train, val=val)
+        run = APORun(ctx=ctx, run_dir=run_dir, train=train, val=val)
         result: APOResult | None = None
         try:
             await self._ensure_llm(ctx)
@@ -252,7 +187,7 @@ class APO(Algorithm):
         self.result = result
         return result
 
-    async def _start(self, run: _Run, initial: str) -> None:
+    async def _start(self, run: APORun, initial: str) -> None:
         """Round 0: publish and score the initial template (a fresh run)."""
         cfg = self.config
         for stale in (run.run_dir / HISTORY_FILE, run.run_dir / STATE_FILE):
@@ -273,7 +208,7 @@ class APO(Algorithm):
         self._save_state(run, 0)
         self._show(run, 0, [root], 0)
 
-    async def _resume(self, run: _Run, state: APOState, initial: str) -> None:
+    async def _resume(self, run: APORun, state: APOState, initial: str) -> None:
         """Reload the candidates of the completed rounds and the beam; publish again the
         parents the store does not hold (a fresh store)."""
         found = load_history(run.run_dir)
@@ -306,7 +241,7 @@ class APO(Algorithm):
         self.console.print(f"[bold]APO[/]: resumed {run.run_dir} after round {state.completed_round} "
                            f"({len(kept)} candidates, beam {', '.join(state.beam)})")
 
-    async def _still_published(self, run: _Run, c: Candidate) -> bool:
+    async def _still_published(self, run: APORun, c: Candidate) -> bool:
         if c.resources_version is None:
             return False
         from agentbolt.store.errors import NotFoundError
@@ -319,7 +254,7 @@ class APO(Algorithm):
         return isinstance(found, PromptTemplate) and found.template == c.template
 
     # ------------------------------------------------------------------ one round
-    async def _round(self, run: _Run, gradient: TextualGradient, r: int) -> RoundRecord:
+    async def _round(self, run: APORun, gradient: TextualGradient, r: int) -> RoundRecord:
         cfg = self.config
         ctx = run.ctx
         # 1. each parent's training batch, all enqueued at once
@@ -338,11 +273,12 @@ class APO(Algorithm):
         for parent, indices, done in waited:
             failures: list[tuple[float, int, Rollout]] = []
             for pos, (i, rollout) in enumerate(zip(indices, done, strict=True)):
-                if is_scored(rollout):
-                    parent.train_scores[i] = float(rollout.reward)  # type: ignore[arg-type]
-                    train_rewards.append(float(rollout.reward))  # type: ignore[arg-type]
-                    if rollout.reward < cfg.failure_threshold:  # type: ignore[operator]
-                        failures.append((float(rollout.reward), pos, rollout))  # type: ignore[arg-type]
+                reward = scored_reward(rollout)
+                if reward is not None:
+                    parent.train_scores[i] = float(reward)
+                    train_rewards.append(float(reward))
+                    if reward < cfg.failure_threshold:
+                        failures.append((float(reward), pos, rollout))
             append_history(run.run_dir, parent)
             if not failures:
                 idle_parents += 1
@@ -395,7 +331,7 @@ class APO(Algorithm):
         return record
 
     # ------------------------------------------------------------------ store work
-    async def _publish(self, run: _Run, c: Candidate, **extra: Any) -> int:
+    async def _publish(self, run: APORun, c: Candidate, **extra: Any) -> int:
         """Publish ``c`` as a new resources version (other resources unchanged)."""
         meta = {"apo": {"candidate_id": c.candidate_id, "parent_id": c.parent_id, "round": c.round,
                         "critique": c.critique, **extra}}
@@ -404,7 +340,7 @@ class APO(Algorithm):
         c.resources_version = resources.version
         return resources.version
 
-    async def _wait(self, run: _Run, handles: Sequence[Rollout]) -> list[Rollout]:
+    async def _wait(self, run: APORun, handles: Sequence[Rollout]) -> list[Rollout]:
         """Wait for rollouts; those still unfinished after ``rollout_timeout`` are cancelled."""
         done = await run.ctx.wait(handles, timeout=self.config.rollout_timeout)
         for r in done:
@@ -413,7 +349,7 @@ class APO(Algorithm):
                     await run.ctx.store.cancel_rollout(r.rollout_id)
         return done
 
-    async def _score(self, run: _Run, candidates: Sequence[Candidate]) -> None:
+    async def _score(self, run: APORun, candidates: Sequence[Candidate]) -> None:
         """Run the validation subset with each candidate (all enqueued at once) and record
         the scores; failed or unfinished rollouts are counted, not scored."""
         items = [run.val[i] for i in run.val_indices]
@@ -427,19 +363,19 @@ class APO(Algorithm):
                                f"APO validation of {len(waited)} candidate(s)")
         for c, done in waited:
             run.rollouts[c.candidate_id] = done
-            c.val_scores = {i: float(r.reward) for i, r in zip(run.val_indices, done, strict=True)  # type: ignore[arg-type]
-                            if is_scored(r)}
+            c.val_scores = {i: float(reward) for i, r in zip(run.val_indices, done, strict=True)
+                            if (reward := scored_reward(r)) is not None}
             c.n_failed = len(done) - len(c.val_scores)
             if c.n_failed:
                 log.warning("%s: %d of %d validation rollouts failed; they are left out of its score, not counted "
                             "as 0", c.candidate_id, c.n_failed, len(done))
             append_history(run.run_dir, c)
 
-    async def _trace(self, run: _Run, n: int, rollout: Rollout) -> str:
+    async def _trace(self, run: APORun, n: int, rollout: Rollout) -> str:
         """The rollout as the critic reads it (its model calls read from its spans)."""
         return await rollout_trace(run.ctx, n, rollout, self.config.max_trace_chars)
 
-    async def _evaluate(self, run: _Run, c: Candidate, what: str, cached: list[Rollout] | None) -> EvaluationResult:
+    async def _evaluate(self, run: APORun, c: Candidate, what: str, cached: list[Rollout] | None) -> EvaluationResult:
         """``c`` on the whole validation set (reusing its subset's rollouts when that is the whole set)."""
         rollouts = cached
         if rollouts is None:
@@ -454,12 +390,12 @@ class APO(Algorithm):
                            f"({result.n_scored}/{result.n_total} scored)")
         return result
 
-    def _save_state(self, run: _Run, completed: int) -> None:
+    def _save_state(self, run: APORun, completed: int) -> None:
         run.completed = completed
         APOState(completed_round=completed, beam=[c.candidate_id for c in run.beam], val_indices=run.val_indices,
                  rng_state=rng_state_to_json(run.rng.getstate())).save(run.run_dir)
 
-    async def _finish(self, run: _Run, metrics: Any) -> APOResult:
+    async def _finish(self, run: APORun, metrics: Any) -> APOResult:
         """Publish the best template as the latest version, score it, write it out."""
         import json
 
@@ -488,51 +424,9 @@ class APO(Algorithm):
                          prompt_file=prompt_file, before=run.before, after=after, history=run.records)
 
     # ------------------------------------------------------------------ display
-    def _show(self, run: _Run, r: int, new: Sequence[Candidate], rejected: int) -> None:
+    def _show(self, run: APORun, r: int, new: Sequence[Candidate], rejected: int) -> None:
         if self.config.progress:
             self.console.print(round_table(r, run.beam, new))
         best = best_of(run.candidates)
         log.info("round %d: %d new candidate(s), %d rejected edit(s); best %s (mean val %s); beam %s", r, len(new),
                  rejected, best.candidate_id, best.mean_val, ", ".join(c.candidate_id for c in run.beam))
-
-
-# ----------------------------------------------------------------------------- run state
-@dataclass
-class _Run:
-    """What one run works with and accumulates."""
-
-    ctx: AlgorithmContext
-    run_dir: Path
-    train: list[Any]
-    val: list[Any]
-    candidates: list[Candidate] = field(default_factory=list)
-    beam: list[Candidate] = field(default_factory=list)
-    val_indices: list[int] = field(default_factory=list)
-    rng: random.Random = field(default_factory=random.Random)
-    completed: int = 0
-    before: EvaluationResult | None = None
-    rollouts: dict[str, list[Rollout]] = field(default_factory=dict)
-    """This process's validation rollouts per candidate id."""
-    records: list[RoundRecord] = field(default_factory=list)
-
-    def new_candidate(self, template: str, *, parent: Candidate | None, round_: int, critique: str | None) -> Candidate:
-        c = Candidate(candidate_id=f"c{len(self.candidates)}", template=template,
-                      parent_id=None if parent is None else parent.candidate_id, round=round_, critique=critique)
-        self.candidates.append(c)
-        return c
-
-    def round_metrics(self, r: int, new: Sequence[Candidate], rejected: int, dropped: int, idle: int) -> dict[str, Any]:
-        best = best_of(self.candidates)
-        beam_means = [c.mean_val for c in self.beam if c.mean_val is not None]
-        return {"best_mean_val": best.mean_val, "beam_mean_val": mean_or_none(beam_means),
-                "n_candidates": len(self.candidates), "n_new": len(new), "n_rejected_edits": rejected,
-                "n_dropped_edits": dropped, "n_parents_without_failures": idle,
-                "val/failed": sum(c.n_failed for c in new) if r else self.candidates[0].n_failed}
-
-
-# ----------------------------------------------------------------------------- helpers
-def _check_model_spec(spec: Any, name: str) -> Any:
-    if isinstance(spec, LLM) or spec == "gateway" or callable(getattr(spec, "chat", None)):
-        return spec
-    raise APOError(f"{name} must be an agentbolt.LLM(endpoint=..., model=..., api_key=...), 'gateway' (the run's "
-                   f"own engine) or an object with an async chat(messages, ...) method; got {spec!r}")

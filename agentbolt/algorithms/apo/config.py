@@ -45,7 +45,8 @@ class APOConfig(BaseModel):
     max_edit_retries: int = Field(2, ge=0, description="Editor retries after a reply that breaks the placeholders.")
     max_trace_chars: int = Field(4000, ge=200, description="Each trace is cut to this many characters.")
     llm_timeout: float = Field(120.0, gt=0, description="Seconds per critic/editor request.")
-    llm_max_retries: int = Field(4, ge=0, description="Retries of a critic/editor call on 429, 5xx or connection errors.")
+    llm_max_retries: int = Field(4, ge=0, description="Retries of a critic/editor call on 429, 5xx or connection "
+                                                      "errors.")
     llm_retry_backoff: float = Field(1.0, ge=0, description="First retry delay (s); doubles each retry.")
     llm_concurrency: int = Field(8, ge=1, description="Critic/editor conversations at once.")
 

@@ -23,12 +23,10 @@ async def model_calls(ctx: AlgorithmContext, rollout_id: str, patience: float = 
     """The model calls of a finished rollout's latest attempt. A gateway in this process
     is flushed first; one in a server process writes its spans within its flush interval,
     so wait up to ``patience`` s for at least one there."""
-    from agentbolt.store.http import HttpStore
-
-    flush = getattr(ctx.gateway, "flush", None)
-    if flush is not None:
-        await flush()
-    remote = flush is None and isinstance(ctx.store, HttpStore)
+    gateway = ctx.gateway
+    if gateway is not None:
+        await gateway.flush()  # in this process: the spans are written now; in a server: a no-op
+    remote = gateway is not None and gateway.engine is None
     deadline = time.monotonic() + (patience if remote else 0.0)
     while True:
         calls = extract_model_calls(await ctx.store.get_spans(rollout_id, "latest"))

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 from agentbolt.algorithms.apo.candidates import Candidate
@@ -22,9 +22,11 @@ def round_table(r: int, beam: Sequence[Candidate], new: Sequence[Candidate]) -> 
     beam_ids = {c.candidate_id for c in beam}
     shown = {c.candidate_id: c for c in [*beam, *new]}
     table = Table(box=box.SIMPLE_HEAVY, title=f"APO round {r}", title_justify="left")
-    for name, justify in (("candidate", "left"), ("parent", "left"), ("round", "right"), ("mean val", "right"),
-                          ("scored", "right"), ("failed", "right"), ("beam", "center"), ("critique", "left")):
-        table.add_column(name, justify=justify, max_width=50 if name == "critique" else None,  # type: ignore[arg-type]
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("candidate", "left"), ("parent", "left"), ("round", "right"), ("mean val", "right"),
+        ("scored", "right"), ("failed", "right"), ("beam", "center"), ("critique", "left"))
+    for name, justify in columns:
+        table.add_column(name, justify=justify, max_width=50 if name == "critique" else None,
                          overflow="ellipsis", no_wrap=name == "critique")
     for c in sorted(shown.values(), key=lambda c: -(c.mean_val if c.mean_val is not None else -math.inf)):
         table.add_row(c.candidate_id, c.parent_id or "—", str(c.round),

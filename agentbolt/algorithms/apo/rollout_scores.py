@@ -10,7 +10,7 @@ from agentbolt.algorithms.evaluate import EvaluationResult
 from agentbolt.algorithms.evaluate import evaluation_result as _evaluation_result
 from agentbolt.types import Rollout, RolloutMode, RolloutStatus
 
-__all__ = ["evaluation_result", "is_scored", "mean_or_none"]
+__all__ = ["evaluation_result", "is_scored", "mean_or_none", "scored_reward"]
 
 
 def is_scored(rollout: Rollout) -> bool:
@@ -18,8 +18,14 @@ def is_scored(rollout: Rollout) -> bool:
     return rollout.status == RolloutStatus.SUCCEEDED and rollout.reward is not None
 
 
+def scored_reward(rollout: Rollout) -> float | None:
+    """The rollout's reward when it counts in a score (:func:`is_scored`), else None."""
+    return rollout.reward if is_scored(rollout) else None
+
+
 async def evaluation_result(ctx: AlgorithmContext, rollouts: Sequence[Rollout], threshold: float) -> EvaluationResult:
-    """The validation rollouts as an :class:`EvaluationResult` (see :func:`agentbolt.algorithms.evaluate.evaluation_result`)."""
+    """The validation rollouts as an :class:`EvaluationResult` (see
+    :func:`agentbolt.algorithms.evaluate.evaluation_result`)."""
     return await _evaluation_result(ctx, rollouts, mode=RolloutMode.VAL, threshold=threshold)
 
 

@@ -7,8 +7,12 @@
 * :mod:`.loss` — PPO-clipped, importance-corrected loss normalised per rollout (torch).
 * :mod:`.staleness` — the maximum policy lag of async training.
 * :mod:`.groups` — the sync and async schedules of groups of rollouts.
-* :mod:`.policy`, :mod:`.batch`, :mod:`.update` — the model, micro-batches and one update (torch).
-* :mod:`.checkpoint`, :mod:`.distributed`, :mod:`.config`.
+* :mod:`.batch`, :mod:`.update` — micro-batches and one update (torch).
+* :mod:`.sync` — publishing each update and reading the versions back; :mod:`.config`.
+
+The training core GRPO shares with SFT — the policy (LoRA or full, dtype, reference
+model), checkpoints, data parallelism, policy versions, publishing weights to the engine —
+is :mod:`agentbolt.training`.
 
 ``loss`` needs torch and is imported on first use of :func:`grpo_loss`, so the rest
 works without it.
@@ -27,10 +31,10 @@ from agentbolt.algorithms.grpo.advantages import (
     group_advantages,
 )
 from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOResult, NoGatewayError
-from agentbolt.algorithms.grpo.config import GRPOConfig, LoraSettings
+from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.policies import GRPOPolicies
 from agentbolt.algorithms.grpo.staleness import StalenessSplit, policy_lag, split_stale
-from agentbolt.tracing.names import LLM_POLICY_VERSION as POLICY_VERSION
+from agentbolt.semconv import LLM_POLICY_VERSION as POLICY_VERSION
 
 if TYPE_CHECKING:
     from agentbolt.algorithms.grpo.loss import (
@@ -48,7 +52,6 @@ __all__ = [
     "GRPOPolicies",
     "GRPOResult",
     "GroupMember",
-    "LoraSettings",
     "NoGatewayError",
     "RolloutSamples",
     "Sample",

@@ -50,9 +50,7 @@ from agentbolt.algorithms.gateway_access import (
     engine_weights,
     ensure_gateway_llm,
     gateway_control,
-    owns_control,
 )
-from agentbolt.algorithms.grpo import distributed as dist
 from agentbolt.algorithms.grpo.advantages import (
     GroupMember,
     apply_advantages,
@@ -70,7 +68,8 @@ from agentbolt.algorithms.grpo.onpolicy import (
 from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
 from agentbolt.algorithms.progress import ConsoleProgress
 from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
-from agentbolt.algorithms.serving import engine_info, policy_device
+from agentbolt.training import distributed as dist
+from agentbolt.training.publish import NoGatewayError, engine_info, policy_device
 
 __all__ = ["GRPO", "GRPOResult", "NoGatewayError"]
 
@@ -83,10 +82,6 @@ RL_SAMPLING: dict[str, dict[str, float]] = {
     "test": {"temperature": 0.0},
 }
 """Sampling GRPO wants the gateway to force per rollout mode."""
-
-
-class NoGatewayError(RuntimeError):
-    """GRPO trains the model the gateway serves, and there is no gateway."""
 
 
 @dataclass
@@ -133,11 +128,12 @@ class GRPO(Algorithm):
 
     # ------------------------------------------------------------------ setup
     def _make_policy(self, control: Any, device: str | None = None) -> Any:
-        from agentbolt.algorithms.grpo.policy import Policy
+        from agentbolt.training.policy import Policy
 
         cfg = self.config
-        kw = {"lora": cfg.lora, "dtype": cfg.dtype, "gradient_checkpointing": cfg.gradient_checkpointing,
-              "keep_reference": cfg.kl_coef > 0 or cfg.log_kl, "device": device or policy_device(cfg.device, None)}
+        kw: dict[str, Any] = {"lora": cfg.lora, "dtype": cfg.dtype, "keep_reference": cfg.kl_coef > 0 or cfg.log_kl,
+                              "gradient_checkpointing": cfg.gradient_checkpointing,
+                              "device": device or policy_device(cfg.device, None)}
         if isinstance(self.model, Policy):
             return self.model
         if isinstance(self.model, (str, Path)):
@@ -180,16 +176,14 @@ class GRPO(Algorithm):
 
     # ------------------------------------------------------------------ run
     async def run(self, ctx: AlgorithmContext) -> GRPOResult:
-        from agentbolt.algorithms.grpo.checkpoint import CheckpointManager
         from agentbolt.algorithms.grpo.update import PolicyUpdate
-        from agentbolt.metrics import MetricsLogger
+        from agentbolt.training.run import TrainingRun
 
         cfg = self.config
-        t_start = time.perf_counter()
         control = self._control(ctx)
-        run_dir = Path(cfg.run_dir or f"runs/grpo-{time.strftime('%Y%m%d-%H%M%S')}")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        run_id = cfg.run_name or run_dir.name
+        run = TrainingRun("GRPO", self.console, run_dir=cfg.run_dir, run_name=cfg.run_name,
+                          keep_checkpoints=cfg.keep_checkpoints)
+        run_dir = run.run_dir
         self._failed_steps = FailedStepsWatch(cfg.max_failed_steps, "GRPO")
         info = await engine_info(control)
         self.policy = policy = await asyncio.to_thread(self._make_policy, control, policy_device(cfg.device, info))
@@ -198,14 +192,12 @@ class GRPO(Algorithm):
         self.console.print(f"[bold]GRPO[/]: {sync.describe(policy)}")
         scheduler = GroupScheduler(ctx, ctx.train_dataset or [], group_size=cfg.group_size, in_flight=cfg.in_flight,
                                    shuffle=cfg.shuffle, seed=cfg.seed, timeout=cfg.rollout_timeout)
-        checkpoints = CheckpointManager(run_dir, keep=cfg.keep_checkpoints)
-        metrics = MetricsLogger.from_names(cfg.loggers, run_dir=run_dir, store=ctx.store, run_id=run_id,
-                                           config=cfg.model_dump(mode="json"))
+        metrics = run.open_metrics(cfg.loggers, ctx.store, cfg)
         await ensure_gateway_llm(ctx)
         result = GRPOResult(steps=0, policy_version=None, run_dir=run_dir)
         step = 0
         version = await control.policy_version() or 0
-        found = checkpoints.latest() if cfg.resume else None
+        found = run.resume_from(cfg.resume)
         if found is not None:
             policy.load_trainable_state(found.weights)
             update.load_state_dict(found.optimizer)
@@ -221,8 +213,7 @@ class GRPO(Algorithm):
                 dist.broadcast_object({"weights": policy.trainable_state()})
         try:
             if cfg.eval_before and ctx.val_dataset and found is None:
-                result.before = await self._evaluate(ctx, "before training")
-                await metrics.log(0, result.before.metrics(version))
+                result.before = await run.evaluate(lambda: self._evaluate(ctx, "before training"), 0, version)
             with self._progress(cfg.max_steps, step) as progress:
                 t_train = time.monotonic()
                 while step < cfg.max_steps:
@@ -237,34 +228,26 @@ class GRPO(Algorithm):
                     await metrics.log(step, values)
                     result.history.append(values)
                     if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
-                        await asyncio.to_thread(
-                            checkpoints.save, step, policy.trainable_state(), update.state_dict(),
-                            {"policy_version": version, "scheduler": scheduler.state(), "run_id": run_id,
-                             **sync.state()},
-                        )
+                        await run.save(step, policy, update.state_dict(),
+                                       {"policy_version": version, "scheduler": scheduler.state(), **sync.state()})
                     progress(step, values)
             result.steps = step
             result.policy_version = version
             if cfg.eval_after and ctx.val_dataset:
-                result.after = await self._evaluate(ctx, "after training")
-                await metrics.log(step, result.after.metrics(version))
-            export = cfg.export_dir or str(run_dir / "model")
-            result.export_dir = await asyncio.to_thread(policy.export, export)
-            self.console.print(f"[bold]GRPO[/]: trained policy saved to {result.export_dir}")
+                result.after = await run.evaluate(lambda: self._evaluate(ctx, "after training"), step, version)
+            result.export_dir = await run.export(policy, cfg.export_dir)
             await _cancel_pending(ctx, scheduler)  # after a crash they stay: a resumed run picks them up
         finally:
             dist.broadcast_object(None)  # followers stop
-            await metrics.close()
-            if owns_control(ctx, control):  # a RemoteGateway made here: close its client
-                await control.aclose()
-        result.seconds = time.perf_counter() - t_start
+            await run.close()
+        result.seconds = run.seconds
         return result
 
     async def follow(self) -> None:
         """Data-parallel ranks other than 0: build the same policy, then take part in
         every update rank 0 broadcasts, until it says stop."""
-        from agentbolt.algorithms.grpo.checkpoint import CheckpointManager
         from agentbolt.algorithms.grpo.update import PolicyUpdate
+        from agentbolt.training.checkpoint import CheckpointManager
 
         if self.model is None:
             raise ValueError("data-parallel GRPO needs GRPO(model=...) on every rank (the weights to start from)")
@@ -301,7 +284,8 @@ class GRPO(Algorithm):
         samples = apply_advantages(batch.samples, advantages)
         A = list(advantages.by_rollout.values())
         values.update({
-            "groups/dropped_equal": advantages.dropped_groups, "groups/kept": len(batch.members) - advantages.dropped_groups,
+            "groups/dropped_equal": advantages.dropped_groups,
+            "groups/kept": len(batch.members) - advantages.dropped_groups,
             "rollouts/failed": advantages.failed_rollouts, "advantage/mean": _mean(A), "advantage/std": _std(A),
             "advantage/abs_mean": _mean([abs(a) for a in A]),
         })
@@ -431,7 +415,7 @@ async def _cancel_pending(ctx: AlgorithmContext, scheduler: GroupScheduler) -> N
         for rid in group.rollout_ids:
             try:
                 await ctx.store.cancel_rollout(rid)
-            except Exception as exc:  # finished meanwhile, or the store is going away
+            except Exception as exc:  # noqa: BLE001 — finished meanwhile, or the store is going away
                 log.debug("could not cancel rollout %s: %s", rid, exc)
 
 

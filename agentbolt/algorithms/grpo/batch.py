@@ -43,8 +43,8 @@ class TrainBatch:
         return int(self.attention_mask.sum())
 
     def to(self, device: torch.device) -> TrainBatch:
-        return TrainBatch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.loss_mask,
-                                                    self.old_logprobs, self.advantages, self.rollout_index)),
+        return TrainBatch(self.input_ids.to(device), self.attention_mask.to(device), self.loss_mask.to(device),
+                          self.old_logprobs.to(device), self.advantages.to(device), self.rollout_index.to(device),
                           num_rollouts=self.num_rollouts, shared_prefix=self.shared_prefix)
 
 

@@ -13,19 +13,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentbolt.adapters.match import agent_matcher
+from agentbolt.training.lora import LoraSettings
 
-__all__ = ["GRPOConfig", "LoraSettings"]
-
-
-class LoraSettings(BaseModel):
-    """A LoRA adapter (peft) on the attention projections: W + (α/r)·B·A."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    r: int = Field(16, ge=1)
-    alpha: float = Field(32.0, gt=0)
-    dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+__all__ = ["GRPOConfig"]
 
 
 class GRPOConfig(BaseModel):
@@ -43,7 +33,8 @@ class GRPOConfig(BaseModel):
     schedule: Literal["sync", "async"] = "sync"
     """``sync``: sample a batch of groups, then train on it. ``async``: keep
     ``groups_in_flight`` groups running and train on the first complete ones."""
-    groups_in_flight: int | None = Field(None, ge=1, description="async: groups kept running (default 2 x tasks_per_step).")
+    groups_in_flight: int | None = Field(None, ge=1, description="async: groups kept running (default 2 x "
+                                                                 "tasks_per_step).")
     max_policy_lag: int = Field(1, ge=0, description="async: drop rollouts with tokens older than this many versions.")
     shuffle: bool = True
     seed: int = 0
@@ -64,7 +55,8 @@ class GRPOConfig(BaseModel):
     adam_betas: tuple[float, float] = (0.9, 0.999)
     max_grad_norm: float | None = Field(1.0, gt=0)
     ppo_epochs: int = Field(1, ge=1, description="Optimizer passes over each batch.")
-    micro_batch_tokens: int = Field(4096, ge=1, description="Token budget per forward/backward (gradient accumulation).")
+    micro_batch_tokens: int = Field(4096, ge=1, description="Token budget per forward/backward (gradient "
+                                                            "accumulation).")
     eps_low: float = Field(0.2, ge=0)
     eps_high: float = Field(0.2, ge=0)
     is_cap: float = Field(2.0, ge=1, description="Cap of the truncated importance weight π_prox/π_behav.")
@@ -99,7 +91,8 @@ class GRPOConfig(BaseModel):
     publish_tolerance: float = Field(1e-3, gt=0)
 
     # --- evaluation, checkpoints, output
-    eval_every: int = Field(0, ge=0, description="Evaluate the validation set every N steps (0: before and after only).")
+    eval_every: int = Field(0, ge=0, description="Evaluate the validation set every N steps (0: before and after "
+                                                 "only).")
     eval_before: bool = True
     eval_after: bool = True
     success_threshold: float = 1.0

@@ -11,14 +11,15 @@ batch of groups for all policies; then each policy, in turn, is trained by its *
 GRPO update on its **own** agents' samples — :class:`~agentbolt.adapters.SampleAdapter`
 with that policy's ``agent_match`` — and published to its own engine under its own
 version, with its own checkpoints (``run_dir/<policy>/``) and export
-(``run_dir/<policy>/model``). The advantages are the rollout's, shared: A_i = r_i − mean
-of the group, whichever agent's tokens carry it. Metrics are the shared ones (reward,
+(``run_dir/<policy>/model``, or ``export_dir/<policy>``); an interrupted run resumes
+from the newest step all policies have a checkpoint of. The advantages are the rollout's,
+shared: A_i = r_i − mean of the group, whichever agent's tokens carry it. Metrics are the shared ones (reward,
 success, groups) plus each policy's under ``<policy>/...`` (``solver/train/loss``,
 ``solver/policy_version``, ``solver/agents/solver/tokens_trained``...).
 
 Every other setting is :class:`~.config.GRPOConfig`'s, the same for all policies
-(``agent_match`` is set per policy). Not supported yet: resuming from a checkpoint,
-``schedule="async"``, data-parallel training.
+(``agent_match`` is set per policy). Not supported yet: ``schedule="async"``,
+data-parallel training.
 """
 
 from __future__ import annotations
@@ -104,13 +105,22 @@ class GRPOPolicies(Algorithm):
         first = next(iter(self.grpos.values()))
         results = {name: GRPOResult(steps=0, policy_version=r.version, run_dir=run_dir / name)
                    for name, r in self.runs.items()}
+        step = await self._resume(scheduler) if cfg.resume else 0
         try:
-            before = await first._evaluate(ctx, "before training") if cfg.eval_before and ctx.val_dataset else None
-            step = 0
+            before = None
+            if cfg.eval_before and ctx.val_dataset and step == 0:
+                before = await first._evaluate(ctx, "before training")
+                await metrics.log(0, {**before.metrics(None), **self._versions()})
+            t_train = time.monotonic()
             while step < cfg.max_steps:
+                if cfg.time_budget_s is not None and time.monotonic() - t_train > cfg.time_budget_s:
+                    self.console.print(f"[bold]GRPO[/]: time budget of {cfg.time_budget_s:g} s spent after {step} "
+                                       "steps")
+                    break
                 step += 1
                 groups = await scheduler.next_batch(cfg.tasks_per_step, None)
                 await control.flush()
+                await first._failed_steps.check(ctx.store, [r for g in groups for r in g.rollouts], step)
                 values: dict[str, Any] = {}
                 for i, run in enumerate(self.runs.values()):
                     values.update(await self._train(ctx, run, groups, with_batch_metrics=i == 0))
@@ -120,27 +130,68 @@ class GRPOPolicies(Algorithm):
                     if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
                         await asyncio.to_thread(run.checkpoints.save, step, run.policy.trainable_state(),
                                                 run.update.state_dict(), {"policy_version": run.version,
+                                                                          "scheduler": scheduler.state(),
                                                                           **run.sync.state()})
                 self.console.print(f"[bold]GRPO[/] step {step}: " + ", ".join(
                     f"{name} v{run.version}" for name, run in self.runs.items()))
-            after = await first._evaluate(ctx, "after training") if cfg.eval_after and ctx.val_dataset else None
+            after = None
+            if cfg.eval_after and ctx.val_dataset:
+                after = await first._evaluate(ctx, "after training")
+                await metrics.log(step, {**after.metrics(None), **self._versions()})
             for name, run in self.runs.items():
-                run.export_dir = await asyncio.to_thread(run.policy.export, str(run_dir / name / "model"))
+                export = str(Path(cfg.export_dir) / name) if cfg.export_dir else str(run_dir / name / "model")
+                run.export_dir = await asyncio.to_thread(run.policy.export, export)
                 results[name].export_dir, results[name].steps = run.export_dir, step
                 results[name].policy_version, results[name].before, results[name].after = run.version, before, after
-            await _cancel_pending(ctx, scheduler)
+                self.console.print(f"[bold]GRPO[/]: policy {name} (version {run.version}) saved to {run.export_dir}")
+            await _cancel_pending(ctx, scheduler)  # after a crash they stay: a resumed run picks them up
         finally:
             await metrics.close()
         for result in results.values():
             result.seconds = time.perf_counter() - t_start
         return results
 
+    def _versions(self) -> dict[str, int | None]:
+        """Each policy's version now, as logged with an evaluation (``<policy>/policy_version``)."""
+        return {f"{name}/policy_version": run.version for name, run in self.runs.items()}
+
+    async def _resume(self, scheduler: GroupScheduler) -> int:
+        """Continue from the newest step every policy has a checkpoint of (they are written
+        together, but a crash between two policies' saves leaves one a step ahead): each
+        policy gets its weights and optimizer back and republishes them under a version of
+        its own never used before; the task stream continues where it was. 0: nothing to resume."""
+        steps = [{p.name: p for p in run.checkpoints.list()} for run in self.runs.values()]
+        common = sorted(set.intersection(*(set(s) for s in steps)))
+        if not common:
+            if any(steps):
+                log.warning("not resuming: the policies %s have no checkpoint of a common step",
+                            sorted(n for n, s in zip(self.runs, steps, strict=True) if s))
+            return 0
+        from agentbolt.training.checkpoint import CheckpointManager
+
+        found = {
+            name: CheckpointManager.load(by_step[common[-1]]) for name, by_step in zip(self.runs, steps, strict=True)
+        }
+        for name, run in self.runs.items():
+            checkpoint = found[name]
+            run.policy.load_trainable_state(checkpoint.weights)
+            run.update.load_state_dict(checkpoint.optimizer)
+            run.version = await run.sync.resume(checkpoint.state, run.update.steps)
+        state = next(iter(found.values())).state
+        if "scheduler" in state:
+            scheduler.restore(state["scheduler"])
+            await scheduler.cancel_lost()
+        step = next(iter(found.values())).step
+        self.console.print(f"[bold]GRPO[/]: resumed at step {step} from " + ", ".join(
+            f"{name} {c.path} (version {self.runs[name].version})" for name, c in found.items()))
+        return step
+
     async def _start(self, name: str, grpo: GRPO, control: Any, run_dir: Path) -> PolicyRun:
         from agentbolt.algorithms.failures import FailedStepsWatch
-        from agentbolt.algorithms.grpo.checkpoint import CheckpointManager
         from agentbolt.algorithms.grpo.update import PolicyUpdate
-        from agentbolt.algorithms.serving import engine_info, policy_device
         from agentbolt.gateway.policies import PolicyControl
+        from agentbolt.training.checkpoint import CheckpointManager
+        from agentbolt.training.publish import engine_info, policy_device
 
         scoped = PolicyControl(control, name)
         cfg = grpo.config

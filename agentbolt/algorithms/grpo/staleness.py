@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentbolt.adapters.samples import Sample
-from agentbolt.algorithms.grpo.versions import VersionLineage
+from agentbolt.training.versions import VersionLineage
 
 __all__ = ["StalenessSplit", "policy_lag", "split_stale"]
 

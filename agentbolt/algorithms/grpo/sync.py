@@ -1,13 +1,13 @@
 """GRPO's side of "what is trained is what is served": one object per run that publishes
 the policy, numbers its versions and says which samples may be trained on.
 
-* **publish** (:class:`~agentbolt.algorithms.serving.Publisher`): in the format the engine
+* **publish** (:class:`~agentbolt.training.publish.Publisher`): in the format the engine
   takes (tensors, or an adapter directory for vLLM), checked against an in-process engine
   on a probe of the step's own tokens after every publish;
 * **versions** (:mod:`.versions`): the next version is noted in ``run_dir/versions.json``
   before it is published, and mapped to the number of updates behind it; a resumed run
   republishes its checkpoint under a version never used before;
-* **π_old** (:func:`~agentbolt.algorithms.serving.numerics_match`): when the engine does
+* **π_old** (:func:`~agentbolt.training.publish.numerics_match`): when the engine does
   not compute the trainer's logprobs for the same weights (another dtype or device, or an
   engine elsewhere), the update recomputes π_old for every sample.
 """
@@ -22,12 +22,12 @@ from typing import Any
 from agentbolt.adapters.samples import Sample
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.staleness import StalenessSplit, split_stale
-from agentbolt.algorithms.grpo.versions import (
+from agentbolt.training.publish import EngineInfo, Publisher, numerics_match
+from agentbolt.training.versions import (
     PublishedVersions,
     VersionLineage,
     resume_version,
 )
-from agentbolt.algorithms.serving import EngineInfo, Publisher, numerics_match
 
 __all__ = ["PolicySync"]
 
@@ -75,7 +75,9 @@ class PolicySync:
         served_now, _ = await self._publish(version, updates, probe=None)
         return served_now
 
-    async def publish(self, version: int | None, updates: int, probe: Sequence[int] | None) -> tuple[int | None, dict[str, Any]]:
+    async def publish(
+        self, version: int | None, updates: int, probe: Sequence[int] | None
+    ) -> tuple[int | None, dict[str, Any]]:
         """Publish the weights after ``updates`` updates as the version after ``version``
         (and after any this run directory has published before: a fresh run in an old
         ``run_dir`` does not hand out its numbers again)."""
@@ -83,7 +85,9 @@ class PolicySync:
             return await self._publish(None, updates, probe)
         return await self._publish(max(version, self.published.read() or 0) + 1, updates, probe)
 
-    async def _publish(self, version: int | None, updates: int, probe: Sequence[int] | None) -> tuple[int | None, dict[str, Any]]:
+    async def _publish(
+        self, version: int | None, updates: int, probe: Sequence[int] | None
+    ) -> tuple[int | None, dict[str, Any]]:
         self.published.note(version)
         served, values = await self.publisher.publish(version, probe)
         if served is not None:

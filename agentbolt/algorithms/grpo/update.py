@@ -32,7 +32,6 @@ from typing import Any
 import torch
 
 from agentbolt.adapters.samples import Sample
-from agentbolt.algorithms.grpo import distributed as dist
 from agentbolt.algorithms.grpo.batch import (
     TrainBatch,
     collate,
@@ -41,7 +40,8 @@ from agentbolt.algorithms.grpo.batch import (
 )
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.loss import grpo_loss
-from agentbolt.algorithms.grpo.policy import Policy
+from agentbolt.training import distributed as dist
+from agentbolt.training.policy import Policy
 
 __all__ = ["PolicyUpdate", "UpdateStats"]
 
@@ -136,13 +136,15 @@ class PolicyUpdate:
             if cfg.max_grad_norm is not None:
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
             else:
-                grad_norm = float(torch.sqrt(sum((g.float() ** 2).sum() for g in grads)))
+                grad_norm = float(torch.sqrt(sum(((g.float() ** 2).sum() for g in grads), torch.zeros(()))))
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.steps += 1
         return totals.stats(R, grad_norm, time.perf_counter() - t0, len(stale))
 
-    def _extras(self, batch: TrainBatch, stale_rows: bool, want_ref: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def _extras(
+        self, batch: TrainBatch, stale_rows: bool, want_ref: bool
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         prox = ref = None
         if stale_rows:
             prox = self.policy.inference_logprobs(batch.input_ids, batch.attention_mask,
@@ -162,7 +164,9 @@ class _Totals:
     """Token-weighted sums of the loss statistics, summed over ranks at the end."""
 
     def __init__(self) -> None:
-        self.v = torch.zeros(10, dtype=torch.float64)  # loss·R, clip·n, ratio·n, w·n, kl·n, ent·n, n, samples, tokens, kl?
+        self.v = torch.zeros(
+            10, dtype=torch.float64
+        )  # loss·R, clip·n, ratio·n, w·n, kl·n, ent·n, n, samples, tokens, kl?
 
     def add(self, out: Any, batch: TrainBatch) -> None:
         n = float(batch.loss_mask.sum())
@@ -179,9 +183,17 @@ class _Totals:
         n = max(v[6].item(), 1.0)
         has_kl = v[9].item() > 0
         return UpdateStats(
-            loss=v[0].item() / R, clip_fraction=v[1].item() / n, ratio_mean=v[2].item() / n,
-            importance_weight_mean=v[3].item() / n, kl=v[4].item() / n if has_kl else None,
-            entropy=v[5].item() / n if v[6].item() > 0 else None, grad_norm=grad_norm if math.isfinite(grad_norm) else float("nan"),
-            num_samples=int(v[7].item()), num_rollouts=R, num_trained_tokens=int(v[6].item()),
-            num_tokens=int(v[8].item()), seconds=seconds, stale_samples=int(extra.item()),
+            loss=v[0].item() / R,
+            clip_fraction=v[1].item() / n,
+            ratio_mean=v[2].item() / n,
+            importance_weight_mean=v[3].item() / n,
+            kl=v[4].item() / n if has_kl else None,
+            entropy=v[5].item() / n if v[6].item() > 0 else None,
+            grad_norm=grad_norm if math.isfinite(grad_norm) else float("nan"),
+            num_samples=int(v[7].item()),
+            num_rollouts=R,
+            num_trained_tokens=int(v[6].item()),
+            num_tokens=int(v[8].item()),
+            seconds=seconds,
+            stale_samples=int(extra.item()),
         )

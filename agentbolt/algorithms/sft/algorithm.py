@@ -45,11 +45,8 @@ from agentbolt.algorithms.gateway_access import (
     engine_weights,
     ensure_gateway_llm,
     gateway_control,
-    owns_control,
 )
-from agentbolt.algorithms.grpo.versions import PublishedVersions, resume_version
 from agentbolt.algorithms.progress import ConsoleProgress
-from agentbolt.algorithms.serving import Publisher, engine_info, policy_device
 from agentbolt.algorithms.sft.config import SFTConfig
 from agentbolt.algorithms.sft.selection import (
     NoTrainingDataError,
@@ -57,6 +54,8 @@ from agentbolt.algorithms.sft.selection import (
     load_records,
     select_rollouts,
 )
+from agentbolt.training.publish import NoGatewayError, Publisher, engine_info, policy_device
+from agentbolt.training.versions import PublishedVersions, resume_version
 from agentbolt.types import Rollout, RolloutMode, RolloutStatus
 
 __all__ = ["SFT", "SFTResult"]
@@ -94,7 +93,7 @@ class SFT(Algorithm):
     with ``iterations > 1``, rejection sampling fine-tuning (see the module doc).
 
     * ``model`` — the weights to train: ``"smollm2"``, a model directory, a transformers
-      model (with ``tokenizer``), a :class:`~agentbolt.algorithms.grpo.policy.Policy`, or
+      model (with ``tokenizer``), a :class:`~agentbolt.training.policy.Policy`, or
       None: a copy of the model the in-process transformers engine serves. The engine must
       serve the same weights: every iteration's update is published to it.
     * ``rollouts`` — learn (in iteration 1) from rollouts already in the store: ``"store"``
@@ -109,7 +108,8 @@ class SFT(Algorithm):
         base = config or SFTConfig()
         self.config = SFTConfig.model_validate({**base.model_dump(), **overrides}) if overrides else base
         if isinstance(rollouts, str) and rollouts != "store":
-            raise ValueError(f"rollouts={rollouts!r}: use 'store' (every rollout in the store) or a list of rollout ids")
+            raise ValueError(f"rollouts={rollouts!r}: use 'store' (every rollout in the store) or a list of rollout "
+                             "ids")
         self.rollouts = rollouts
         self.records = records
         self.model = model
@@ -131,11 +131,15 @@ class SFT(Algorithm):
             config.sampling.setdefault(mode, forced)
 
     def _make_policy(self, control: Any, device: str = "cpu") -> Any:
-        from agentbolt.algorithms.grpo.policy import Policy
+        from agentbolt.training.policy import Policy
 
         cfg = self.config
-        kw = {"lora": cfg.lora, "dtype": cfg.dtype, "gradient_checkpointing": cfg.gradient_checkpointing,
-              "device": device}
+        kw: dict[str, Any] = {
+            "lora": cfg.lora,
+            "dtype": cfg.dtype,
+            "gradient_checkpointing": cfg.gradient_checkpointing,
+            "device": device,
+        }
         if isinstance(self.model, Policy):
             policy = self.model
         elif isinstance(self.model, (str, Path)):
@@ -156,33 +160,23 @@ class SFT(Algorithm):
 
     # ------------------------------------------------------------------ run
     async def run(self, ctx: AlgorithmContext) -> SFTResult:
-        from agentbolt.algorithms.grpo.checkpoint import CheckpointManager
         from agentbolt.algorithms.sft.update import SFTUpdate
-        from agentbolt.metrics import MetricsLogger
+        from agentbolt.training.run import TrainingRun
 
         cfg = self.config
-        t_start = time.perf_counter()
         control = gateway_control(ctx)
-        run_dir = Path(cfg.run_dir or f"runs/sft-{time.strftime('%Y%m%d-%H%M%S')}")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        run_id = cfg.run_name or run_dir.name
-        checkpoints = CheckpointManager(run_dir, keep=2)
-        found = checkpoints.latest() if cfg.resume else None
-        try:
-            given = await self._given_rollouts(ctx) if found is None else None  # before this run makes any
-            info = await engine_info(control) if control is not None else None
-            self.policy = policy = await asyncio.to_thread(self._make_policy, control, policy_device(None, info))
-            self._publisher = None if info is None else Publisher(control, policy, info,
-                                                                  adapter_dir=run_dir / "adapters")
-            if self._publisher is not None:
-                self._publisher.require_supported()
-            update = SFTUpdate(policy, cfg)
-            metrics = MetricsLogger.from_names(cfg.loggers, run_dir=run_dir, store=ctx.store, run_id=run_id,
-                                               config=cfg.model_dump(mode="json"))
-        except BaseException:
-            if owns_control(ctx, control):
-                await control.aclose()
-            raise
+        run = TrainingRun("SFT", self.console, run_dir=cfg.run_dir, run_name=cfg.run_name)
+        run_dir = run.run_dir
+        found = run.resume_from(cfg.resume)
+        given = await self._given_rollouts(ctx) if found is None else None  # before this run makes any
+        info = await engine_info(control) if control is not None else None
+        self.policy = policy = await asyncio.to_thread(self._make_policy, control, policy_device(None, info))
+        self._publisher = None if info is None else Publisher(control, policy, info,
+                                                              adapter_dir=run_dir / "adapters")
+        if self._publisher is not None:
+            self._publisher.require_supported()
+        update = SFTUpdate(policy, cfg)
+        metrics = run.open_metrics(cfg.loggers, ctx.store, cfg)
         result = SFTResult(iterations=0, policy_version=None, run_dir=run_dir)
         try:
             version = None
@@ -197,7 +191,7 @@ class SFT(Algorithm):
                 policy.load_trainable_state(found.weights)
                 first = found.step + 1
                 result.n_records = list(found.state.get("n_records", []))
-                if self._publisher is not None:  # under a version never used before (see grpo.versions)
+                if self._publisher is not None:  # under a version never used before (see training.versions)
                     again = resume_version(found.state.get("policy_version"), PublishedVersions(run_dir).read(),
                                            version)
                     PublishedVersions(run_dir).note(again)
@@ -206,29 +200,23 @@ class SFT(Algorithm):
                                    f"policy version {version})")
             evaluate = control is not None and bool(ctx.val_dataset)
             if evaluate and cfg.eval_before and found is None:
-                result.before = await self._evaluate(ctx, "before training")
-                await metrics.log(0, result.before.metrics(version))
+                result.before = await run.evaluate(lambda: self._evaluate(ctx, "before training"), 0, version)
             for it in range(first, cfg.iterations + 1):
                 values, version = await self._iteration(ctx, control, policy, update, it, version, run_dir, given)
                 await metrics.log(it, values)
                 result.history.append(values)
                 result.n_records.append(int(values["data/records"]))
                 if cfg.checkpoint:
-                    await asyncio.to_thread(checkpoints.save, it, policy.trainable_state(), {},
-                                            {"policy_version": version, "n_records": result.n_records,
-                                             "run_id": run_id})
+                    await run.save(it, policy, {}, {"policy_version": version, "n_records": result.n_records})
             result.iterations = max(cfg.iterations, first - 1)
             result.policy_version = version
             if evaluate and cfg.eval_after:
-                result.after = await self._evaluate(ctx, "after training")
-                await metrics.log(result.iterations, result.after.metrics(version))
-            result.export_dir = await asyncio.to_thread(policy.export, cfg.export_dir or str(run_dir / "model"))
-            self.console.print(f"[bold]SFT[/]: trained policy saved to {result.export_dir}")
+                result.after = await run.evaluate(lambda: self._evaluate(ctx, "after training"), result.iterations,
+                                                  version)
+            result.export_dir = await run.export(policy, cfg.export_dir)
         finally:
-            await metrics.close()
-            if owns_control(ctx, control):
-                await control.aclose()
-        result.seconds = time.perf_counter() - t_start
+            await run.close()
+        result.seconds = run.seconds
         return result
 
     # ------------------------------------------------------------------ one iteration
@@ -313,8 +301,6 @@ class SFT(Algorithm):
         """``samples_per_task`` training-mode rollouts of every training task from the served policy."""
         cfg = self.config
         if control is None:
-            from agentbolt.algorithms.grpo.algorithm import NoGatewayError
-
             raise NoGatewayError(
                 f"SFT iteration {it} samples rollouts from the policy, and this run has no gateway: give the trainer "
                 "an engine (Trainer(algorithm=SFT(...), gateway=EngineSpec(kind='transformers', path='smollm2'))), "

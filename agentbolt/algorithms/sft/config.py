@@ -11,7 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentbolt.algorithms.grpo.config import LoraSettings
+from agentbolt.training.lora import LoraSettings
 
 __all__ = ["SFTConfig"]
 

@@ -32,9 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from agentbolt.algorithms.grpo.policy import Policy, prefix_sharing_ok
 from agentbolt.algorithms.sft.chat_data import IGNORE_INDEX, ChatSample
 from agentbolt.algorithms.sft.config import SFTConfig
+from agentbolt.training.policy import Policy, prefix_sharing_ok
 
 __all__ = ["SFTStats", "SFTUpdate", "assistant_nll", "learning_rate_at", "shared_prefix_length"]
 
@@ -214,7 +214,8 @@ class SFTUpdate:
                 if cfg.max_grad_norm is not None:
                     grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
                 else:
-                    grad_norm = float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params if p.grad is not None)))
+                    squares = ((p.grad.float() ** 2).sum() for p in params if p.grad is not None)
+                    grad_norm = float(torch.sqrt(sum(squares, torch.zeros(()))))
                 lr = learning_rate_at(step, total, cfg.learning_rate, cfg.warmup_ratio, cfg.lr_schedule)
                 for group in optimizer.param_groups:
                     group["lr"] = lr

@@ -38,7 +38,7 @@ class APO:
     def __class_getitem__(cls, _item: Any) -> type[APO]:
         return cls
 
-    def __new__(  # type: ignore[misc]  # returns agentbolt's APO
+    def __new__(  # returns agentbolt's APO
         cls,
         async_openai_client: Any,
         *,

@@ -26,7 +26,7 @@ class FunctionalAlgorithm(Algorithm):
     def __init__(self, fn: Callable[..., Any]) -> None:
         self._fn = fn
         self._params = inspect.signature(fn).parameters
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fn)
 
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self._fn)

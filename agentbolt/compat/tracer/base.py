@@ -60,6 +60,8 @@ class _Capture(SpanProcessor):
 _current_trace: ContextVar[list[ReadableSpan] | None] = ContextVar("agentbolt_compat_trace", default=None)
 _capture: _Capture | None = None
 _capture_lock = threading.Lock()
+_closing: set[asyncio.Task[Any]] = set()
+"""Close tasks started from a running loop, held until they finish."""
 
 
 def _captured() -> _Capture:
@@ -157,7 +159,8 @@ def _close_soon(bolt: BoltTracer) -> None:
     except RuntimeError:
         asyncio.run(bolt.aclose())
         return
-    loop.create_task(bolt.aclose())
+    _closing.add(task := loop.create_task(bolt.aclose()))  # kept until done: a bare task may be collected
+    task.add_done_callback(_closing.discard)
 
 
 _active: Tracer | None = None

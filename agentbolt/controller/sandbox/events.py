@@ -62,7 +62,8 @@ def events_from_report(report: dict[str, Any], memory_bytes: int | None) -> list
     if memory_bytes and not any(e.kind == "limit.memory" for e in events):
         peak = max(int(report.get("peak_data_bytes", 0)), int(report.get("max_rss_bytes", 0)))
         if peak >= 0.9 * memory_bytes:
-            events.append(SandboxEvent("limit.memory", f"a process grew to {peak >> 20} MiB (limit {memory_bytes >> 20} MiB)"))
+            events.append(SandboxEvent("limit.memory", f"a process grew to {peak >> 20} MiB (limit "
+                                                       f"{memory_bytes >> 20} MiB)"))
     return events
 
 
@@ -92,11 +93,17 @@ def events_from_output(text: str, hidden_names: Sequence[str]) -> list[SandboxEv
             hidden_hits.append(line.strip())
     events: list[SandboxEvent] = []
     if denied_writes:
-        events.append(SandboxEvent("path.denied", f"write outside the workspace refused: {denied_writes[0][:300]}", len(denied_writes)))
+        events.append(
+            SandboxEvent(
+                "path.denied", f"write outside the workspace refused: {denied_writes[0][:300]}", len(denied_writes)
+            )
+        )
     if hidden_hits:
         events.append(SandboxEvent("path.denied", f"hidden path looked for: {hidden_hits[0][:300]}", len(hidden_hits)))
     if full:
-        events.append(SandboxEvent("limit.tmp_size", f"a write found /tmp or /dev/shm full: {full[0][:300]}", len(full)))
+        events.append(
+            SandboxEvent("limit.tmp_size", f"a write found /tmp or /dev/shm full: {full[0][:300]}", len(full))
+        )
     if memory:
         events.append(SandboxEvent("limit.memory", f"an allocation was refused: {memory[0][:300]}", len(memory)))
     return events

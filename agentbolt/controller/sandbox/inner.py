@@ -209,9 +209,9 @@ def _network_counters() -> dict:
     try:
         with open("/proc/net/snmp") as fh:
             lines = fh.read().splitlines()
-        for head, values in zip(lines[::2], lines[1::2]):
+        for head, values in zip(lines[::2], lines[1::2], strict=False):  # a header line, then its values
             names, numbers = head.split(), values.split()
-            for name, number in zip(names[1:], numbers[1:]):
+            for name, number in zip(names[1:], numbers[1:], strict=False):
                 found[names[0] + name] = int(number)
         with open("/proc/net/snmp6") as fh:
             for line in fh:
@@ -238,7 +238,7 @@ def _relay(family: int, host: str, port: int, path: str, report: dict) -> None:
         server.close()
         return
     while True:
-        fd, _ = server._accept()
+        fd, _ = server._accept()  # type: ignore[attr-defined]  # _socket's C accept, not in typeshed: no socket module here
         report["relayed"] += 1
         _thread.start_new_thread(_serve, (_socket.socket(fileno=fd), path))
 

@@ -116,7 +116,8 @@ class GatewayProxy:
         try:
             up_reader, up_writer = await asyncio.open_connection(self.host, self.port, ssl=context)
         except OSError as exc:
-            await _refuse(writer, 502, f"agentbolt sandbox: the server at {self.host}:{self.port} is not reachable: {exc}")
+            await _refuse(writer, 502, f"agentbolt sandbox: the server at {self.host}:{self.port} is not reachable: "
+                                       f"{exc}")
             return
         try:
             up_writer.write(out)

@@ -187,9 +187,11 @@ class SandboxSession:
             )
         if not report:  # the sandbox itself failed (or was killed from outside)
             if result.timed_out:
-                return result, [SandboxEvent("limit.wall_time", f"the sandbox ran past {wrapped.timeout} s and was killed")]
+                return result, [SandboxEvent("limit.wall_time", f"the sandbox ran past {wrapped.timeout} s and was "
+                                                                "killed")]
             raise ProgramStartError(
-                f"the sandbox did not start (bubblewrap exited with {result.exit_code}): {result.stderr_tail.strip()[-800:]}"
+                f"the sandbox did not start (bubblewrap exited with {result.exit_code}): "
+                f"{result.stderr_tail.strip()[-800:]}"
             )
         events = self._events(report, result)
         result = _as_program_result(result, report, events, time.monotonic() - started)
@@ -201,9 +203,11 @@ class SandboxSession:
         names = [*self.hidden, *self.left_out, *(p.name for p in self.config.mask)]
         events += events_from_output(result.stderr_tail, [n for n in names if len(n) > 2 or n == ".git"])
         limit = int(self.config.limits.output_mb * 1_000_000)
-        written = int(result.extra.get("stdout_bytes", 0))
+        counted = result.extra.get("stdout_bytes", 0)
+        written = int(counted) if isinstance(counted, (int, float, str)) else 0
         if written > limit:
-            events.append(SandboxEvent("limit.output", f"the program printed {written} bytes; the first {limit} were kept"))
+            events.append(SandboxEvent("limit.output", f"the program printed {written} bytes; the first {limit} were "
+                                                       "kept"))
         return merge(events)
 
 

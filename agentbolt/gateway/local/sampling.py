@@ -38,7 +38,9 @@ def _bad(message: str, param: str) -> EngineError:
                                                 "param": param, "code": None}})
 
 
-def parse_sampling(body: dict[str, Any], *, default_max_tokens: int, room: int, top_logprobs: int = 0) -> SamplingParams:
+def parse_sampling(
+    body: dict[str, Any], *, default_max_tokens: int, room: int, top_logprobs: int = 0
+) -> SamplingParams:
     """Validate the sampling fields of ``body``; ``room`` is how many tokens fit after the prompt."""
     n = body.get("n", 1)
     if n not in (None, 1):
@@ -109,6 +111,18 @@ def choose_tokens(logits: torch.Tensor, params: list[SamplingParams],
             keep = (cum - sorted_probs) < p.top_p  # always keeps the top token
             sorted_probs = sorted_probs * keep
             probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
-        tokens[i] = torch.multinomial(probs, 1, generator=gen)[0]
+        tokens[i] = _draw(probs, gen)
     chosen = raw.gather(1, tokens.unsqueeze(1)).squeeze(1)
     return tokens, chosen, raw
+
+
+def _draw(probs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """One index drawn with probability ``probs[i] / probs.sum()`` (inverse CDF, float64).
+
+    Why not ``torch.multinomial``: on the CPU it costs ~0.8 ms per 49k-token row, this
+    ~0.1 ms — it was a sixth of a 16-row decode step. A token of probability 0 (cut by
+    top-p) is never drawn: its CDF step is empty."""
+    cdf = torch.cumsum(probs, 0, dtype=torch.float64)
+    u = torch.rand(1, generator=gen, dtype=torch.float64, device=probs.device) * cdf[-1]
+    return torch.searchsorted(cdf, u, right=True).clamp_(max=probs.numel() - 1)[0]
+

@@ -81,6 +81,8 @@ class EngineStats:
     forward_passes: int = 0
     batch_sizes: list[int] = field(default_factory=list)  # rows per batch, at prefill
     tokens_generated: int = 0
+    prompt_tokens_computed: int = 0  # prompt positions run through the model
+    prompt_tokens_reused: int = 0  # prompt positions whose K/V came from an earlier computation
 
 
 _STOP = object()
@@ -202,6 +204,7 @@ class BatchScheduler:
     def _generate(self, batch: list[GenRequest]) -> None:
         version = self.policy_version
         self.stats.batch_sizes.append(len(batch))
+        self.stats.prompt_tokens_computed += sum(len(r.prompt_ids) for r in batch)
         width = max(len(r.prompt_ids) for r in batch)
         ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -220,16 +223,17 @@ class BatchScheduler:
         while True:
             logits = out.logits[:, -1, :].float()
             tokens, chosen, raw = choose_tokens(logits, [batch[i].params for i in rows], [gens[i] for i in rows])
-            top_vals = top_ids = None
+            top_vals: list[Any] | None = None
+            top_ids: list[Any] | None = None
             if want_top:
-                top_vals, top_ids = torch.topk(raw, want_top, dim=-1)
-                top_vals, top_ids = top_vals.tolist(), top_ids.tolist()
+                values, ids = torch.topk(raw, want_top, dim=-1)
+                top_vals, top_ids = values.tolist(), ids.tolist()
             tok_list, lp_list = tokens.tolist(), chosen.tolist()
             keep: list[int] = []
             for j, i in enumerate(rows):
                 r = batch[i]
                 top = []
-                if top_ids is not None and r.params.top_logprobs:
+                if top_ids is not None and top_vals is not None and r.params.top_logprobs:
                     k = r.params.top_logprobs
                     top = list(zip(top_ids[j][:k], top_vals[j][:k], strict=True))
                 if not self._advance(r, tok_list[j], lp_list[j], top, version):

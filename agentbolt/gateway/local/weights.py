@@ -47,11 +47,13 @@ def load_full(model: torch.nn.Module, state_dict: Mapping[str, torch.Tensor]) ->
     unknown = [k for k in clean if k not in own]
     if unknown:
         raise ValueError(f"update_weights got {len(unknown)} keys the served model does not have "
-                         f"(e.g. {unknown[:3]}); pass the state dict of the same architecture, or use lora= for adapters")
+                         f"(e.g. {unknown[:3]}); pass the state dict of the same architecture, or use lora= for "
+                         "adapters")
     with torch.no_grad():
         for k, v in clean.items():
             if own[k].shape != v.shape:
-                raise ValueError(f"update_weights: {k} has shape {tuple(v.shape)}, the served model has {tuple(own[k].shape)}")
+                raise ValueError(f"update_weights: {k} has shape {tuple(v.shape)}, the served model has "
+                                 f"{tuple(own[k].shape)}")
             own[k].copy_(v.to(device=own[k].device, dtype=own[k].dtype))
 
 
@@ -134,7 +136,8 @@ class LoraMerger:
         for key, value in adapter.items():
             m = _LORA_KEY.match(_strip(key))
             if m is None:
-                raise ValueError(f"not a LoRA A/B weight: {key!r} (embedding adapters and extra modules are not supported; "
+                raise ValueError(f"not a LoRA A/B weight: {key!r} (embedding adapters and extra modules are not "
+                                 "supported; "
                                  "merge the adapter and pass state_dict= instead)")
             pairs.setdefault(m["module"], {})[m["ab"]] = value
         params = dict(model.named_parameters())

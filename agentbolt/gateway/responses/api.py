@@ -11,7 +11,7 @@ or as Responses events (:mod:`.events`).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.responses.events import ResponsesStream
@@ -21,14 +21,37 @@ from agentbolt.gateway.responses.log import (
     CONVERSATION_START,
     PREVIOUS_RESPONSE_ID,
     RESPONSE_ID,
+    ResponseLog,
 )
 from agentbolt.gateway.responses.translate import chat_request, completed_response
 
 if TYPE_CHECKING:
-    from agentbolt.gateway.gateway import Gateway
     from agentbolt.gateway.origin import CallOrigin
+    from agentbolt.store.base import Store
 
-__all__ = ["create_response"]
+__all__ = ["ChatGateway", "create_response"]
+
+
+class ChatGateway(Protocol):
+    """The gateway as the Responses API uses it: its chat path and its response log.
+    :class:`~agentbolt.gateway.Gateway` is one; it is named by this protocol rather than
+    imported, because the gateway keeps this package's :class:`ResponseLog` (no loop)."""
+
+    responses: ResponseLog
+
+    @property
+    def store(self) -> Store: ...
+
+    async def flush(self) -> None: ...
+
+    async def complete(self, kind: Literal["chat", "completions"], body: dict[str, Any], rollout_id: str,
+                       attempt_id: str, origin: CallOrigin | None = None,
+                       attributes: dict[str, Any] | None = None) -> dict[str, Any]: ...
+
+    async def open_chunks(
+        self, kind: Literal["chat", "completions"], body: dict[str, Any], rollout_id: str, attempt_id: str,
+        origin: CallOrigin | None = None, attributes: dict[str, Any] | None = None, *, hide_usage: bool = False,
+    ) -> AsyncIterator[dict[str, Any]]: ...
 
 
 def _not_found(previous: str) -> EngineError:
@@ -39,7 +62,7 @@ def _not_found(previous: str) -> EngineError:
                                                 "code": "previous_response_not_found"}})
 
 
-async def create_response(gateway: Gateway, body: dict[str, Any], rollout_id: str, attempt_id: str,
+async def create_response(gateway: ChatGateway, body: dict[str, Any], rollout_id: str, attempt_id: str,
                           origin: CallOrigin | None = None) -> dict[str, Any] | AsyncIterator[bytes]:
     """Answer one Responses call: a Response object, or SSE bytes when ``body["stream"]``.
     Raises EngineError (Responses/OpenAI error body) or the gateway's usual errors."""
@@ -48,6 +71,8 @@ async def create_response(gateway: Gateway, body: dict[str, Any], rollout_id: st
     if previous is not None:
         if not isinstance(previous, str):
             raise EngineError(400, "previous_response_id must be a string")
+        if gateway.responses.deleted((rollout_id, attempt_id, previous)):
+            raise _not_found(previous)
         if gateway.responses.known((rollout_id, attempt_id, previous)):
             found = await gateway.responses.conversation((rollout_id, attempt_id, previous), gateway.store)
         else:
@@ -65,13 +90,14 @@ async def create_response(gateway: Gateway, body: dict[str, Any], rollout_id: st
     key = (rollout_id, attempt_id, response_id)
     conversation = chat["messages"][start:]
 
-    def remember(message: dict[str, Any]) -> None:
-        gateway.responses.remember(key, conversation, message)
+    def remember(message: dict[str, Any], response: dict[str, Any]) -> None:
+        gateway.responses.remember(key, conversation, message, response)
 
     if body.get("stream"):
         chunks = await gateway.open_chunks("chat", {**chat, "stream": True}, rollout_id, attempt_id, origin,
                                            attributes)
         return ResponsesStream(body, response_id, remember).events(chunks)
     answer = await gateway.complete("chat", chat, rollout_id, attempt_id, origin, attributes)
-    remember(((answer.get("choices") or [{}])[0]).get("message") or {})
-    return completed_response(body, response_id, answer)
+    response = completed_response(body, response_id, answer)
+    remember(((answer.get("choices") or [{}])[0]).get("message") or {}, response)
+    return response

@@ -24,10 +24,11 @@ __all__ = ["ResponsesStream"]
 
 
 class ResponsesStream:
-    """Translate one call's chat chunks; ``on_done`` gets the assistant message at the end."""
+    """Translate one call's chat chunks; ``on_done`` gets the assistant message and the
+    final Response object at the end."""
 
     def __init__(self, body: dict[str, Any], response_id: str,
-                 on_done: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_done: Callable[[dict[str, Any], dict[str, Any]], None] | None = None) -> None:
         self.body = body
         self.response_id = response_id
         self.on_done = on_done
@@ -80,7 +81,7 @@ class ResponsesStream:
             final = self._response("completed", finish_reason=finish, usage=usage)
             kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
             if self.on_done is not None:
-                self.on_done(self._message())
+                self.on_done(self._message(), final)
             yield self._event(kind, response=final)
         finally:
             close = getattr(chunks, "aclose", None)

@@ -57,7 +57,13 @@ def input_messages(items: Any) -> list[dict[str, Any]]:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
             output = item.get("output")
-            text = output if isinstance(output, str) else text_of(output) if isinstance(output, list) else json.dumps(output)
+            text = (
+                output
+                if isinstance(output, str)
+                else text_of(output)
+                if isinstance(output, list)
+                else json.dumps(output)
+            )
             out.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": text})
         elif kind not in _SKIPPED:
             raise bad_request(f"input items of type {kind!r} are not supported by this gateway: send messages, "

@@ -61,7 +61,8 @@ class HermesParser(ToolParser):
 
     def format_calls(self, calls: Sequence[dict[str, Any]]) -> str:
         return "\n".join(
-            f"{_OPEN}\n{json.dumps({'name': call_name(c), 'arguments': call_arguments(c)}, ensure_ascii=False)}\n{_CLOSE}"
+            f"{_OPEN}\n{json.dumps({'name': call_name(c), 'arguments': call_arguments(c)}, ensure_ascii=False)}"
+            f"\n{_CLOSE}"
             for c in calls
         )
 

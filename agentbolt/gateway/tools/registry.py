@@ -23,7 +23,7 @@ def get_parser(name: str) -> ToolParser:
 
 def template_renders_tools(template: str | None) -> bool:
     """Whether a chat template reads ``tools`` (else the gateway describes them itself)."""
-    return bool(template) and "tools" in template  # type: ignore[operator]
+    return template is not None and "tools" in template
 
 
 def default_parser_name(template: str | None) -> str:

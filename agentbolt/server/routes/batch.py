@@ -1,7 +1,7 @@
 """``POST /v1/batch``: many store calls in one request.
 
 The HTTP client coalesces concurrent calls of many runner tasks into one batch (see
-:mod:`agentbolt.store.http_batching`). The ops run concurrently, so a backend that
+:mod:`agentbolt.store.http.batching`). The ops run concurrently, so a backend that
 group-commits concurrent writes (SQLite) commits them together, and each op succeeds or
 fails on its own: the answer holds one result per op, in order.
 
@@ -178,14 +178,15 @@ async def _run_all(store: Store, ctx: ServerContext, ops: list[tuple[str, Any]])
         return list(await asyncio.gather(*(_run_one(store, ctx, name, args) for name, args in ops)))
     joined = set(span_ops)
     others = [i for i in range(len(ops)) if i not in joined]
-    span_results, *other_results = await asyncio.gather(
+    gathered: list[Any] = await asyncio.gather(
         _run_span_ops(store, ctx, [ops[i][1] for i in span_ops]),
         *(_run_one(store, ctx, *ops[i]) for i in others),
     )
+    span_results, other_results = gathered[0], gathered[1:]
     parts: list[bytes] = [b""] * len(ops)
-    for i, part in zip(span_ops, span_results):
+    for i, part in zip(span_ops, span_results, strict=True):
         parts[i] = part
-    for i, part in zip(others, other_results):
+    for i, part in zip(others, other_results, strict=True):
         parts[i] = part
     return parts
 

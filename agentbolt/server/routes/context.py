@@ -79,7 +79,7 @@ class ServerContext:
 
 def context_of(request: Request) -> ServerContext:
     """The app's :class:`ServerContext` (usable outside FastAPI dependencies too)."""
-    return request.app.state.agentbolt  # type: ignore[no-any-return]
+    return request.app.state.agentbolt
 
 
 async def _store(request: Request) -> Store:

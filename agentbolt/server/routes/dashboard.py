@@ -1,7 +1,7 @@
 """The dashboard's read API: small, paginated, filtered server-side (``/v1/dashboard``).
 
 Each route reads the store and shapes the answer with
-:mod:`agentbolt.server.dashboard_views`; nothing here writes. Admin only, like the other
+:mod:`agentbolt.server.dashboard.views`; nothing here writes. Admin only, like the other
 read routes. Lists are cursor-paginated as ``{"items": [...], "next_cursor": ...}``.
 """
 
@@ -13,9 +13,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from fastapi import APIRouter, Path, Query, Request, Response
 
-import agentbolt
-from agentbolt.server import dashboard_schemas as schemas
-from agentbolt.server import dashboard_views as views
+from agentbolt.server.dashboard import schemas, views
 from agentbolt.server.routes.context import (
     ERROR_RESPONSES,
     AdminOnly,
@@ -33,6 +31,7 @@ from agentbolt.types import (
     Span,
     now,
 )
+from agentbolt.version import __version__
 
 __all__ = ["router", "TOTAL_CAP", "MAX_CALL_SPANS", "MAX_SERIES_RECORDS"]
 
@@ -196,7 +195,7 @@ def _run_tallies(request: Request) -> dict[str, views.RunTally]:
     state = request.app.state
     if not hasattr(state, "dashboard_run_tallies"):
         state.dashboard_run_tallies = {}
-    return state.dashboard_run_tallies  # type: ignore[no-any-return]
+    return state.dashboard_run_tallies
 
 
 @router.get(
@@ -315,6 +314,6 @@ async def summary(store: StoreDep, request: Request) -> Response:
             "workers_total": len(workers),
             "latest_resources_version": stats.latest_resources_version,
             "server_time": t,
-            "version": agentbolt.__version__,
+            "version": __version__,
         }
     )

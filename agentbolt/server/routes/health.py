@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-import agentbolt
 from agentbolt.server.routes.context import context_of
 from agentbolt.server.schemas import Health
+from agentbolt.version import __version__
 
 __all__ = ["router"]
 
@@ -15,4 +15,4 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz", response_model=Health, summary="Liveness check")
 async def healthz(request: Request) -> Health:
-    return Health(store=type(context_of(request).store).__name__, version=agentbolt.__version__)
+    return Health(store=type(context_of(request).store).__name__, version=__version__)

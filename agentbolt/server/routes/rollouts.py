@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from agentbolt.server.auth import mint_scoped_token
+from agentbolt.scoped import mint_scoped_token
 from agentbolt.server.routes.context import (
     ERROR_RESPONSES,
     AdminOnly,

@@ -1,6 +1,8 @@
 // Training: the metric curves of a run (mean reward, success rate, loss, KL, tokens/s,
 // and any other key), fetched incrementally while the page is open; and the evaluation
-// results per policy version.
+// results per policy version. A run that trains several policies (GRPOPolicies: one LoRA
+// per agent) logs each policy's metrics under "<policy>/..."; each policy's curves get a
+// section of their own, with its current version.
 import { Badge, Group, Select, SimpleGrid, Stack, Switch, Table, Text, Title } from "@mantine/core";
 import { useEffect, useMemo, useRef, useState } from "react";
 
@@ -75,14 +77,49 @@ function useSeries(runId: string | null, live: boolean): { series: Series; error
   return { series, error };
 }
 
-function orderedKeys(keys: string[]): string[] {
-  const rest = keys.filter((k) => !PREFERRED.includes(k) && k !== "policy_version").sort();
-  return [...PREFERRED.filter((k) => keys.includes(k)), ...rest];
+function orderedKeys(keys: string[], prefix = ""): string[] {
+  const preferred = PREFERRED.map((k) => prefix + k);
+  const rest = keys.filter((k) => !preferred.includes(k) && k !== prefix + "policy_version").sort();
+  return [...preferred.filter((k) => keys.includes(k)), ...rest];
+}
+
+/** The policies of a run that trains several: the "<policy>" of every "<policy>/policy_version"
+ * (an evaluation's "val/policy_version" names no policy). */
+function policiesOf(keys: string[]): string[] {
+  return keys
+    .flatMap((k) => {
+      const m = /^([^/]+)\/policy_version$/.exec(k);
+      return m && !EVAL_PREFIXES.includes(m[1] + "/") ? [m[1]] : [];
+    })
+    .sort();
+}
+
+function lastValue(series: Series, key: string): number | null | undefined {
+  const pts = series[key];
+  return pts?.length ? pts[pts.length - 1][1] : undefined;
+}
+
+function Charts({ keys, series, offset = 0 }: { keys: string[]; series: Series; offset?: number }) {
+  return (
+    <SimpleGrid cols={{ base: 1, md: 2, xl: 3 }}>
+      {keys.map((key, i) => (
+        <LineChart key={key} title={key} points={series[key]} color={COLORS[(i + offset) % COLORS.length]} />
+      ))}
+    </SimpleGrid>
+  );
 }
 
 function EvalTable({ series }: { series: Series }) {
   const evalKeys = Object.keys(series).filter((k) => EVAL_PREFIXES.some((p) => k.startsWith(p)) && series[k].length);
-  const versionAt = new Map((series["policy_version"] ?? []).map(([s, v]) => [s, v]));
+  const policies = policiesOf(Object.keys(series));
+  const versionKeys = policies.length ? policies.map((p) => `${p}/policy_version`) : ["policy_version"];
+  const versionAt = (step: number) => {
+    const found = versionKeys.flatMap((key, i) => {
+      const v = (series[key] ?? []).find((p) => p[0] === step)?.[1];
+      return v === undefined || v === null ? [] : [policies.length ? `${policies[i]} v${v}` : `v${v}`];
+    });
+    return found.length ? found.join(", ") : "—";
+  };
   const steps = [...new Set(evalKeys.flatMap((k) => series[k].map((p) => p[0])))].sort((a, b) => a - b);
   if (!evalKeys.length) return <Text c="dimmed">No evaluation results yet (metrics named val/..., test/...).</Text>;
   const valueAt = (key: string, step: number) => series[key].find((p) => p[0] === step)?.[1];
@@ -101,7 +138,7 @@ function EvalTable({ series }: { series: Series }) {
         {steps.map((step) => (
           <Table.Tr key={step} data-testid="eval-row">
             <Table.Td>{step}</Table.Td>
-            <Table.Td>{versionAt.has(step) ? `v${versionAt.get(step)}` : "—"}</Table.Td>
+            <Table.Td>{versionAt(step)}</Table.Td>
             {evalKeys.map((k) => (
               <Table.Td key={k}>{fmtNumber(valueAt(k, step))}</Table.Td>
             ))}
@@ -124,7 +161,10 @@ export default function TrainingPage() {
   const chosen = runId ?? newest;
   const { series, error } = useSeries(chosen, live);
   const run = items.find((r) => r.run_id === chosen);
-  const keys = orderedKeys(Object.keys(series).filter((k) => series[k].length));
+  const logged = Object.keys(series).filter((k) => series[k].length);
+  const policies = policiesOf(logged);
+  const ofPolicy = (p: string) => logged.filter((k) => k.startsWith(p + "/"));
+  const shared = orderedKeys(logged.filter((k) => !policies.some((p) => k.startsWith(p + "/"))));
 
   return (
     <Stack gap="sm">
@@ -156,11 +196,18 @@ export default function TrainingPage() {
           No metrics recorded yet. Training algorithms write them to the store as they go (see docs/metrics.md).
         </Text>
       )}
-      <SimpleGrid cols={{ base: 1, md: 2, xl: 3 }}>
-        {keys.map((key, i) => (
-          <LineChart key={key} title={key} points={series[key]} color={COLORS[i % COLORS.length]} />
-        ))}
-      </SimpleGrid>
+      <Charts keys={shared} series={series} />
+      {policies.map((p, i) => (
+        <Stack gap="xs" key={p} data-testid="policy-section" data-policy={p}>
+          <Group gap="xs">
+            <Title order={4}>Policy {p}</Title>
+            <Badge variant="light" data-testid="policy-version">
+              v{fmtNumber(lastValue(series, `${p}/policy_version`))}
+            </Badge>
+          </Group>
+          <Charts keys={orderedKeys(ofPolicy(p), p + "/")} series={series} offset={i + 1} />
+        </Stack>
+      ))}
       {chosen && (
         <>
           <Title order={4}>Evaluation per version</Title>

@@ -29,7 +29,7 @@ from agentbolt.algorithms.apo import (
 )
 from agentbolt.algorithms.apo.candidates import HISTORY_FILE, append_history
 from agentbolt.gateway import GatewayConfig
-from agentbolt.tracing.names import LLM_REQUEST, LLM_RESPONSE
+from agentbolt.semconv import LLM_REQUEST, LLM_RESPONSE
 from algorithms.apo.world import INITIAL, config, run_apo, tasks
 
 

@@ -18,8 +18,9 @@ from typing import Any
 import torch
 
 from agentbolt.algorithms.grpo import Sample
-from agentbolt.algorithms.grpo.config import GRPOConfig, LoraSettings
-from agentbolt.algorithms.grpo.policy import Policy
+from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.training.lora import LoraSettings
+from agentbolt.training.policy import Policy
 from agentbolt.algorithms.grpo.update import PolicyUpdate
 from agentbolt.models import tiny_model
 

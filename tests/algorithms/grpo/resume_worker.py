@@ -18,7 +18,7 @@ import torch
 
 import agentbolt
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
-from agentbolt.algorithms.grpo.config import LoraSettings
+from agentbolt.training.lora import LoraSettings
 from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.models import tiny_model

@@ -213,3 +213,50 @@ def test_two_policies_each_trained_by_its_own_update_on_its_own_agents_samples(t
         assert max(p.name for p in (tmp_path / name / "checkpoints").iterdir()) == "step-000002"
     a, b = (engines.engines[n].model.state_dict() for n in ("planner", "solver"))
     assert any(not torch.equal(a[k], b[k]) for k in a)  # two policies, trained apart
+
+
+def test_dev_previews_what_each_policy_of_a_two_policy_run_trains_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentbolt.algorithms.grpo.policies import GRPOPolicies
+    from agentbolt.gateway.policies import PolicyEngines
+
+    model, tokenizer = tiny_model(seed=3, vocab="bytes", hidden=64, n_layers=2)
+    engines = PolicyEngines.local(model, tokenizer, ["planner", "solver"], max_batch_size=16, num_threads=1,
+                                  default_max_tokens=3)
+    store = MemoryStore()
+    config = GRPOConfig(max_steps=1, tasks_per_step=2, group_size=4, run_dir=str(tmp_path), progress=False,
+                        eval_before=False, eval_after=False, checkpoint_every=0, loggers=["jsonl"])
+    algorithm = GRPOPolicies({"planner": "^planner$", "solver": "^solver$"}, config)
+    trained: list[tuple[Any, list[Any]]] = []
+    step = PolicyUpdate.step
+
+    def spy(self: PolicyUpdate, samples: Any, **kw: Any) -> Any:
+        trained.append((self, list(samples)))
+        return step(self, samples, **kw)
+
+    monkeypatch.setattr(PolicyUpdate, "step", spy)
+    trainer = agentbolt.Trainer(algorithm=algorithm, store=store, runner=agentbolt.Runner(concurrency=8),
+                                gateway=Gateway(engines, GatewayConfig(retry_after=1)))
+    trainer.fit(own_policies, [{"prompt": "apple 1"}, {"prompt": "river 2"}])
+
+    by_policy = {name: [s for update, samples in trained if update is run.update for s in samples]
+                 for name, run in algorithm.runs.items()}
+    assert all(by_policy.values()), "a policy made no update"
+    for name, samples in by_policy.items():  # each policy trained its own agent's tokens only
+        assert {c.agent_name for s in samples for c in s.calls if c.trained} == {name}
+
+    def key(s: Any) -> tuple[Any, ...]:
+        return (s.rollout_id, tuple(s.token_ids), tuple(s.loss_mask), tuple(s.logprobs), tuple(s.versions))
+
+    async def preview(rollout_ids: list[str]) -> list[Any]:
+        out = []
+        for rid in rollout_ids:
+            samples, why_not = training_samples(await store.get_spans(rid, "latest"), preview_adapter(algorithm))
+            assert why_not is None and samples is not None
+            out.extend(samples)
+        return out
+
+    trained_rollouts = list(dict.fromkeys(s.rollout_id for ss in by_policy.values() for s in ss))
+    shown = asyncio.run(preview(trained_rollouts))
+    assert sorted(map(key, shown)) == sorted(key(s) for ss in by_policy.values() for s in ss)

@@ -116,7 +116,7 @@ def test_async_training_bounds_and_corrects_staleness(tmp_path: Path) -> None:
     pytest.importorskip("peft")
     import agentbolt
     from agentbolt.algorithms.grpo import GRPO, GRPOConfig
-    from agentbolt.algorithms.grpo.config import LoraSettings
+    from agentbolt.training.lora import LoraSettings
     from agentbolt.gateway import Gateway, GatewayConfig
     from agentbolt.gateway.transformers_engine import TransformersEngine
     from agentbolt.metrics import read_jsonl

@@ -11,8 +11,9 @@ pytest.importorskip("peft")
 
 from agentbolt.adapters.samples import Sample
 from agentbolt.algorithms.grpo.batch import collate
-from agentbolt.algorithms.grpo.config import GRPOConfig, LoraSettings
-from agentbolt.algorithms.grpo.policy import Policy
+from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.training.lora import LoraSettings
+from agentbolt.training.policy import Policy
 from agentbolt.algorithms.grpo.update import PolicyUpdate
 from agentbolt.algorithms.sft.update import assistant_nll
 from agentbolt.models import tiny_model

@@ -15,12 +15,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
-from agentbolt.algorithms.grpo.config import LoraSettings
-from agentbolt.tracing.names import LLM_POLICY_VERSION as POLICY_VERSION
+from agentbolt.training.lora import LoraSettings
 from agentbolt.gateway import EngineSpec
 from agentbolt.gateway.control import RemoteGateway
 from agentbolt.metrics import read_jsonl
 from agentbolt.models import tiny_model
+from agentbolt.semconv import LLM_POLICY_VERSION as POLICY_VERSION
 from agentbolt.store.sqlite import SqliteStore
 from agentbolt.trainer import Trainer
 from algorithms.grpo.agents import byte_agent

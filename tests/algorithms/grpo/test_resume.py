@@ -27,7 +27,7 @@ pytest.importorskip("peft")
 
 from agentbolt.algorithms.base import AlgorithmContext
 from agentbolt.algorithms.grpo import GRPO
-from agentbolt.algorithms.grpo.checkpoint import CheckpointManager
+from agentbolt.training.checkpoint import CheckpointManager
 from agentbolt.algorithms.grpo.groups import GroupScheduler
 from agentbolt.metrics import read_jsonl
 from agentbolt.store.memory import MemoryStore

@@ -14,9 +14,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from agentbolt.algorithms.gateway_access import engine_weights
-from agentbolt.algorithms.grpo.config import LoraSettings
-from agentbolt.algorithms.grpo.policy import Policy
-from agentbolt.algorithms.serving import (
+from agentbolt.training.lora import LoraSettings
+from agentbolt.training.policy import Policy
+from agentbolt.training.publish import (
     EngineInfo,
     Publisher,
     engine_info,
@@ -94,7 +94,7 @@ async def test_the_publisher_probes_the_engine_and_stops_on_a_mismatch() -> None
 
         with torch.no_grad():  # someone else changes the served weights behind the trainer's back
             engine.model.model.norm.weight.mul_(3.0)
-        from agentbolt.algorithms.serving import PublishMismatchError
+        from agentbolt.training.publish import PublishMismatchError
 
         with pytest.raises(PublishMismatchError, match="serves other weights than the trainer trains"):
             await publisher.agreement(PROBE[0].tolist())

@@ -12,8 +12,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from agentbolt.algorithms.grpo import Sample  # noqa: E402
-from agentbolt.algorithms.grpo.config import GRPOConfig, LoraSettings  # noqa: E402
-from agentbolt.algorithms.grpo.policy import Policy  # noqa: E402
+from agentbolt.algorithms.grpo.config import GRPOConfig  # noqa: E402
+from agentbolt.training.lora import LoraSettings  # noqa: E402
+from agentbolt.training.policy import Policy  # noqa: E402
 from agentbolt.algorithms.grpo.update import PolicyUpdate  # noqa: E402
 from agentbolt.models import tiny_model  # noqa: E402
 

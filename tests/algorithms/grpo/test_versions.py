@@ -12,7 +12,8 @@ import pytest
 
 from agentbolt.adapters.samples import Sample
 from agentbolt.algorithms.grpo.staleness import split_stale
-from agentbolt.algorithms.grpo.versions import (
+from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.training.versions import (
     PublishedVersions,
     VersionLineage,
     resume_version,
@@ -89,8 +90,8 @@ def test_a_run_that_published_past_its_checkpoint_resumes_under_new_versions(tmp
 
 async def _sampled_versions(db: Path) -> set[int]:
     from agentbolt.adapters.calls import extract_model_calls
+    from agentbolt.semconv import LLM_POLICY_VERSION
     from agentbolt.store.sqlite import SqliteStore
-    from agentbolt.tracing.names import LLM_POLICY_VERSION
 
     async with SqliteStore(db) as store:
         rollouts = (await store.query_rollouts(limit=1000)).items
@@ -110,7 +111,7 @@ class _Control:
     async def policy_version(self) -> int:
         return self.served
 
-    async def update_weights(self, *, version: int | None = None, **weights: Any) -> int:
+    async def load_weights(self, update: WeightUpdate, *, version: int | None = None) -> int:
         self.served = version if version is not None else self.served + 1
         return self.served
 
@@ -118,14 +119,14 @@ class _Control:
 class _Policy:
     lora = True
 
-    def engine_update(self) -> dict[str, Any]:
-        return {"lora": {}, "lora_scale": 1.0}
+    def weight_update(self) -> WeightUpdate:
+        return WeightUpdate(lora={}, lora_scale=1.0)
 
 
 async def test_a_fresh_run_in_an_old_run_dir_does_not_hand_out_its_numbers_again(tmp_path: Path) -> None:
     from agentbolt.algorithms.grpo.config import GRPOConfig
     from agentbolt.algorithms.grpo.sync import PolicySync
-    from agentbolt.algorithms.serving import EngineInfo
+    from agentbolt.training.publish import EngineInfo
 
     PublishedVersions(tmp_path).note(6)  # an earlier run in this directory published up to v6
     info = EngineInfo("transformers", None, None, ("state_dict", "lora"), local=False)

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentbolt.algorithms import SFTConfig
-from agentbolt.algorithms.grpo.policy import Policy
+from agentbolt.training.policy import Policy
 from agentbolt.algorithms.sft import encode_records
 from agentbolt.algorithms.sft.update import (
     SFTUpdate,

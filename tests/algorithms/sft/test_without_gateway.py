@@ -12,7 +12,7 @@ pytest.importorskip("peft")
 
 import agentbolt
 from agentbolt.algorithms import SFT, LoraSettings, SFTConfig
-from agentbolt.algorithms.grpo import NoGatewayError
+from agentbolt.training.publish import NoGatewayError
 from agentbolt.algorithms.sft import NoTrainingDataError
 from agentbolt.models import tiny_model
 from tests.algorithms.sft.agents import exact_agent, record, tasks

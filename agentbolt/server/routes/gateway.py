@@ -1,0 +1,374 @@
+"""The gateway's HTTP face inside the server app (mounted when the app has a gateway).
+
+* ``POST /rollout/{rollout_id}/attempt/{attempt_id}/v1/chat/completions`` (and
+  ``.../v1/completions``, ``.../v1/responses`` — the Responses API, translated to a chat
+  call by :mod:`agentbolt.gateway.responses` —, ``GET``/``DELETE .../v1/responses/{id}``
+  — the attempt's stored responses —, ``GET .../v1/models``): what an unmodified program calls with
+  ``OPENAI_BASE_URL`` set to :func:`~agentbolt.gateway.rollout_base_url`.
+* the same under plain ``/v1/...`` with ``X-Agentbolt-Rollout-Id`` /
+  ``X-Agentbolt-Attempt-Id`` headers (or neither, with a scoped token: its attempt).
+  Any of them may name the calling agent (``X-Agentbolt-Agent`` header or a
+  ``<model>#<agent>`` model name) and its span (``traceparent``): :mod:`agentbolt.gateway.origin`.
+* ``POST /v1/gateway/pause`` (``?drain=true`` waits for in-flight calls),
+  ``POST /v1/gateway/resume``, ``GET /v1/gateway/status``: admin only.
+* ``POST /v1/gateway/weights``: admin only; pause, drain, load new weights into the
+  engine, resume. The body is raw safetensors (``Content-Type: application/octet-stream``,
+  ``?kind=full|lora&lora_scale=&version=&drain_timeout=``) or JSON
+  ``{"lora_path": <adapter directory the server can read>, "version": N}``.
+  Answers ``{"policy_version": N}``; 400 for a body the engine refuses, 501 for an
+  engine that cannot load weights, 504 when calls stay in flight past ``drain_timeout``.
+* ``POST /v1/gateway/chat/completions``: admin only; a chat call straight to the engine,
+  part of no rollout and not recorded (an algorithm using the run's model as a helper,
+  e.g. APO's critic). No streaming.
+
+A scoped token may only call its own attempt's URLs (403 otherwise). Errors are
+OpenAI-shaped (``{"error": {"message", "type", "param", "code"}}``) so clients raise
+their usual exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+import orjson
+from fastapi import APIRouter, Request
+from starlette.responses import Response, StreamingResponse
+
+from agentbolt.gateway.control import WEIGHTS_ROUTE, LocalGatewayControl
+from agentbolt.gateway.engine import EngineError
+from agentbolt.gateway.gateway import CallKind, Gateway, GatewayPausedError
+from agentbolt.gateway.origin import origin_of
+from agentbolt.gateway.responses import create_response, delete_response, retrieve_response
+from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.server.auth import principal_of
+from agentbolt.store.errors import StoreError
+
+__all__ = ["ATTEMPT_HEADER", "ROLLOUT_HEADER", "gateway_of", "gateway_router"]
+
+ROLLOUT_HEADER = "x-agentbolt-rollout-id"
+ATTEMPT_HEADER = "x-agentbolt-attempt-id"
+
+_SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def gateway_of(request: Request) -> Gateway:
+    gateway: Gateway | None = getattr(request.app.state, "gateway", None)
+    if gateway is None:
+        raise RuntimeError("no gateway on this app: create_app(store, gateway=Gateway(engine))")
+    return gateway
+
+
+def _openai_error(
+    status: int, message: str, type_: str, code: Any = None, headers: dict[str, str] | None = None
+) -> Response:
+    body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def _error_response(exc: Exception) -> Response:
+    if isinstance(exc, GatewayPausedError):
+        return Response(
+            orjson.dumps(exc.body),
+            status_code=429,
+            media_type="application/json",
+            headers={"retry-after": str(exc.retry_after)},
+        )
+    if isinstance(exc, EngineError):
+        return Response(orjson.dumps(exc.body), status_code=exc.status_code, media_type="application/json")
+    if isinstance(exc, StoreError):
+        return _openai_error(exc.status_code, exc.message, exc.code, exc.code)
+    raise exc
+
+
+class _MissingAttempt(Exception):
+    """The call names no rollout attempt (and its token is not a scoped one)."""
+
+
+def _attempt_of(request: Request, rollout_id: str | None, attempt_id: str | None) -> tuple[str, str]:
+    """Which attempt a call is for: path, else headers, else the scoped token's own.
+    Raises PermissionDeniedError for another attempt than the token's."""
+    principal = principal_of(request.scope)
+    if rollout_id is None:
+        rollout_id = request.headers.get(ROLLOUT_HEADER)
+        attempt_id = request.headers.get(ATTEMPT_HEADER)
+    if rollout_id is None or attempt_id is None:
+        if principal.scope is not None and rollout_id in (None, principal.scope.rollout_id) and attempt_id is None:
+            return principal.scope.rollout_id, principal.scope.attempt_id
+        raise _MissingAttempt()
+    principal.require_attempt(rollout_id, attempt_id, "calling the model for another rollout attempt")
+    return rollout_id, attempt_id
+
+
+_MISSING = (
+    "which rollout attempt is this call for? Use the base URL <server>/rollout/<rollout id>/attempt/<attempt id>/v1, "
+    "or send the X-Agentbolt-Rollout-Id and X-Agentbolt-Attempt-Id headers, or a rollout-scoped token"
+)
+
+
+async def _proxy(request: Request, kind: CallKind | Literal["responses"], rollout_id: str | None,
+                 attempt_id: str | None) -> Response:
+    gateway = gateway_of(request)
+    try:
+        rid, aid = _attempt_of(request, rollout_id, attempt_id)
+    except _MissingAttempt:
+        return _openai_error(400, _MISSING, "invalid_request_error", "missing_rollout")
+    except StoreError as exc:
+        return _error_response(exc)
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        return _openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
+    if not isinstance(body, dict):
+        return _openai_error(400, "the request body must be a JSON object", "invalid_request_error")
+    origin, body = origin_of(request.headers, body)
+    try:
+        if kind == "responses":  # translated to a chat call (agentbolt.gateway.responses)
+            answer = await create_response(gateway, body, rid, aid, origin)
+            if isinstance(answer, dict):
+                return Response(orjson.dumps(answer), media_type="application/json")
+            return StreamingResponse(answer, media_type="text/event-stream", headers=_SSE_HEADERS)
+        if body.get("stream"):
+            chunks = await gateway.open_stream(kind, body, rid, aid, origin)
+            return StreamingResponse(chunks, media_type="text/event-stream", headers=_SSE_HEADERS)
+        response = await gateway.complete(kind, body, rid, aid, origin)
+    except (EngineError, GatewayPausedError, StoreError) as exc:
+        return _error_response(exc)
+    return Response(orjson.dumps(response), media_type="application/json")
+
+
+async def _stored(request: Request, action: Literal["get", "delete"], response_id: str, rollout_id: str | None,
+                  attempt_id: str | None) -> Response:
+    """``GET`` / ``DELETE …/v1/responses/{response_id}`` (agentbolt.gateway.responses.stored)."""
+    gateway = gateway_of(request)
+    if request.query_params.get("stream", "").lower() in ("true", "1"):
+        return _openai_error(400, "streamed retrieval of a response is not served: retrieve it without stream",
+                             "invalid_request_error", "unsupported_parameter")
+    try:
+        rid, aid = _attempt_of(request, rollout_id, attempt_id)
+        call = retrieve_response if action == "get" else delete_response
+        answer = await call(gateway, rid, aid, response_id)
+    except _MissingAttempt:
+        return _openai_error(400, _MISSING, "invalid_request_error", "missing_rollout")
+    except (EngineError, StoreError) as exc:
+        return _error_response(exc)
+    return Response(orjson.dumps(answer), media_type="application/json")
+
+
+async def _models(request: Request, rollout_id: str | None, attempt_id: str | None) -> Response:
+    try:
+        if rollout_id is not None:
+            _attempt_of(request, rollout_id, attempt_id)
+        return Response(orjson.dumps(await gateway_of(request).models()), media_type="application/json")
+    except (EngineError, StoreError) as exc:
+        return _error_response(exc)
+
+
+gateway_router = APIRouter(tags=["gateway"])
+_prefix = "/rollout/{rollout_id}/attempt/{attempt_id}/v1"
+
+
+@gateway_router.post(_prefix + "/chat/completions", summary="Chat completion for one rollout attempt (OpenAI API)")
+async def rollout_chat(request: Request, rollout_id: str, attempt_id: str) -> Response:
+    return await _proxy(request, "chat", rollout_id, attempt_id)
+
+
+@gateway_router.post(_prefix + "/completions", summary="Text completion for one rollout attempt (OpenAI API)")
+async def rollout_completions(request: Request, rollout_id: str, attempt_id: str) -> Response:
+    return await _proxy(request, "completions", rollout_id, attempt_id)
+
+
+@gateway_router.post(_prefix + "/responses", summary="Responses API call for one rollout attempt (OpenAI API)")
+async def rollout_responses(request: Request, rollout_id: str, attempt_id: str) -> Response:
+    return await _proxy(request, "responses", rollout_id, attempt_id)
+
+
+@gateway_router.get(_prefix + "/responses/{response_id}", summary="A stored response of the attempt (Responses API)")
+async def rollout_response(request: Request, rollout_id: str, attempt_id: str, response_id: str) -> Response:
+    return await _stored(request, "get", response_id, rollout_id, attempt_id)
+
+
+@gateway_router.delete(_prefix + "/responses/{response_id}", summary="Delete a stored response of the attempt")
+async def rollout_response_delete(request: Request, rollout_id: str, attempt_id: str, response_id: str) -> Response:
+    return await _stored(request, "delete", response_id, rollout_id, attempt_id)
+
+
+@gateway_router.get(_prefix + "/models", summary="Models served by the gateway's engine (OpenAI API)")
+async def rollout_models(request: Request, rollout_id: str, attempt_id: str) -> Response:
+    return await _models(request, rollout_id, attempt_id)
+
+
+@gateway_router.post("/v1/chat/completions", summary="Chat completion; attempt from headers or scoped token")
+async def chat(request: Request) -> Response:
+    return await _proxy(request, "chat", None, None)
+
+
+@gateway_router.post("/v1/completions", summary="Text completion; attempt from headers or scoped token")
+async def completions(request: Request) -> Response:
+    return await _proxy(request, "completions", None, None)
+
+
+@gateway_router.post("/v1/responses", summary="Responses API call; attempt from headers or scoped token")
+async def responses(request: Request) -> Response:
+    return await _proxy(request, "responses", None, None)
+
+
+@gateway_router.get("/v1/responses/{response_id}", summary="A stored response; attempt from headers or scoped token")
+async def response_get(request: Request, response_id: str) -> Response:
+    return await _stored(request, "get", response_id, None, None)
+
+
+@gateway_router.delete("/v1/responses/{response_id}", summary="Delete a stored response; attempt as for POST")
+async def response_delete(request: Request, response_id: str) -> Response:
+    return await _stored(request, "delete", response_id, None, None)
+
+
+@gateway_router.get("/v1/models", summary="Models served by the gateway's engine")
+async def models(request: Request) -> Response:
+    return await _models(request, None, None)
+
+
+def _require_admin(request: Request, action: str) -> Response | None:
+    try:
+        principal_of(request.scope).require_admin(action)
+    except StoreError as exc:
+        return _error_response(exc)
+    return None
+
+
+@gateway_router.post("/v1/gateway/pause", summary="Pause the gateway (new calls get 429); optionally drain")
+async def pause(request: Request, drain: bool = False, timeout: float | None = None) -> Response:
+    """Pause before a weight update; with ``drain=true`` answer once no call is in flight."""
+    denied = _require_admin(request, "pausing the gateway")
+    if denied is not None:
+        return denied
+    gateway = gateway_of(request)
+    gateway.pause()
+    if drain:
+        try:
+            await gateway.drain(timeout)
+        except TimeoutError:
+            return _openai_error(504, f"calls still in flight after {timeout} s", "timeout", "drain_timeout")
+    return Response(orjson.dumps(gateway.status()), media_type="application/json")
+
+
+@gateway_router.post("/v1/gateway/resume", summary="Resume the gateway")
+async def resume(request: Request) -> Response:
+    denied = _require_admin(request, "resuming the gateway")
+    if denied is not None:
+        return denied
+    gateway = gateway_of(request)
+    gateway.resume()
+    return Response(orjson.dumps(gateway.status()), media_type="application/json")
+
+
+@gateway_router.get("/v1/gateway/status", summary="Paused?, calls in flight, engine, policy version")
+async def status(request: Request) -> Response:
+    denied = _require_admin(request, "reading the gateway status")
+    if denied is not None:
+        return denied
+    return Response(orjson.dumps(gateway_of(request).status()), media_type="application/json")
+
+
+def _weights_lock(request: Request) -> asyncio.Lock:
+    """One weight update at a time per server (a second one waits for the first)."""
+    lock: asyncio.Lock | None = getattr(request.app.state, "weights_lock", None)
+    if lock is None:
+        lock = request.app.state.weights_lock = asyncio.Lock()
+    return lock
+
+
+def _read_safetensors(data: bytes) -> dict[str, Any]:
+    from safetensors.torch import load
+
+    return load(data)
+
+
+@gateway_router.post(WEIGHTS_ROUTE, summary="Pause, drain, load new weights into the engine, resume")
+async def weights(
+    request: Request,
+    kind: Literal["full", "lora"] = "full",
+    lora_scale: float | None = None,
+    version: int | None = None,
+    drain_timeout: float = 120.0,
+) -> Response:
+    """Body: safetensors bytes (``application/octet-stream``; ``kind``: ``full`` = a full or
+    partial state dict, ``lora`` = a peft adapter state dict with ``lora_scale`` = alpha / r)
+    or JSON ``{"lora_path": ..., "version": ...}``. Answers ``{"policy_version": N}``."""
+    denied = _require_admin(request, "updating the model's weights")
+    if denied is not None:
+        return denied
+    gateway = gateway_of(request)
+    if not gateway.engine.supports_weight_updates:
+        try:
+            await gateway.engine.load_weights(WeightUpdate(), version=version)
+        except EngineError as exc:
+            return _error_response(exc)
+        return _openai_error(501, f"the {gateway.engine.name} engine cannot load weights", "not_implemented")
+    data = await request.body()
+    update = WeightUpdate()
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json":
+        try:
+            body = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            return _openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
+        if not isinstance(body, dict) or not isinstance(body.get("lora_path"), str) or not body["lora_path"]:
+            return _openai_error(
+                400,
+                'a JSON body must be {"lora_path": "<adapter directory this server can read>", "version": N}; '
+                "send tensors as safetensors bytes with Content-Type: application/octet-stream",
+                "invalid_request_error",
+            )
+        update = WeightUpdate(lora_path=body["lora_path"])
+        if body.get("version") is not None:
+            if type(body["version"]) is not int:
+                return _openai_error(400, "version must be an integer", "invalid_request_error")
+            version = body["version"]
+    else:
+        if not data:
+            return _openai_error(400, "the request body is empty: send the weights as safetensors bytes",
+                                 "invalid_request_error")
+        try:
+            tensors = await asyncio.to_thread(_read_safetensors, data)
+        except Exception as exc:  # noqa: BLE001 - any parse failure is the client's body
+            return _openai_error(
+                400,
+                f"the body is not a safetensors blob ({exc}): serialise the tensors with safetensors.torch.save",
+                "invalid_request_error",
+            )
+        del data
+        update = WeightUpdate(lora=tensors, lora_scale=lora_scale) if kind == "lora" else WeightUpdate(tensors)
+    async with _weights_lock(request):
+        try:
+            new_version = await LocalGatewayControl(gateway).load_weights(update, version=version,
+                                                                          drain_timeout=drain_timeout)
+        except TimeoutError as exc:
+            return _openai_error(504, str(exc), "timeout", "drain_timeout")
+        except (ValueError, TypeError) as exc:
+            return _openai_error(400, str(exc), "invalid_request_error")
+        except EngineError as exc:
+            return _error_response(exc)
+    return Response(orjson.dumps({"policy_version": new_version}), media_type="application/json")
+
+
+@gateway_router.post("/v1/gateway/chat/completions", summary="Chat completion straight to the engine, in no rollout")
+async def admin_chat(request: Request) -> Response:
+    """For algorithms that use the served model as a helper (APO's ``critic="gateway"``):
+    the call is forwarded to the engine as is, part of no rollout, and not recorded."""
+    denied = _require_admin(request, "calling the engine outside a rollout")
+    if denied is not None:
+        return denied
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        return _openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
+    if not isinstance(body, dict):
+        return _openai_error(400, "the request body must be a JSON object", "invalid_request_error")
+    if body.get("stream"):
+        return _openai_error(400, "this route does not stream: send stream=false", "invalid_request_error")
+    try:
+        response = await gateway_of(request).engine.chat_completions(body)
+    except EngineError as exc:
+        return _error_response(exc)
+    return Response(orjson.dumps(response), media_type="application/json")

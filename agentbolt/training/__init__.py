@@ -1,0 +1,19 @@
+"""The training core every weight-training algorithm shares (GRPO, SFT, and later ones).
+
+A floor below ``algorithms/`` and above ``gateway/``: it knows how to hold, save, split
+and serve a trainable model, and nothing of any one algorithm's idea.
+
+* :mod:`.policy` — :class:`~.policy.Policy`: the model trained, LoRA or full, its compute
+  dtype, the reference model, token logprobs, the :class:`~agentbolt.gateway.weight_update.WeightUpdate`
+  it hands to the engine, export (torch).
+* :mod:`.lora` — :class:`~.lora.LoraSettings`, the adapter a config asks for.
+* :mod:`.checkpoint` — ``run_dir/checkpoints/step-N``: weights, optimizer, run state (torch).
+* :mod:`.distributed` — data parallelism with ``torch.distributed``, the identity without it.
+* :mod:`.versions` — policy versions never reused across crashes; lag measured in updates.
+* :mod:`.publish` — what is trained is what is served: publishing a policy to its engine
+  (in the format the engine takes) and checking the engine's logprobs against the trainer's.
+* :mod:`.run` — :class:`~.run.TrainingRun`, the run skeleton: run directory and id, resume,
+  metrics, held-out evaluation before/after, checkpoints, export, wall time.
+
+Nothing is imported here: ``agentbolt.training.lora`` stays importable without torch.
+"""

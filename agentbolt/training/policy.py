@@ -1,0 +1,306 @@
+"""``Policy``: the model a trainer (GRPO, SFT) trains — a causal LM, with a LoRA adapter (peft) or all
+weights trainable — and the three things the algorithm asks of it:
+
+* token logprobs (and entropies) of padded token id batches, aligned so that
+  ``logprobs[n, t] = log π(ids[n, t] | ids[n, < t])`` (0 at t = 0), like samples store them;
+* the reference policy for the KL term (the adapter switched off, or a frozen copy);
+* the weights to hand to the serving engine (:meth:`weight_update`).
+
+The trainer never tokenizes: it trains on the engine's token ids. The tokenizer is only
+kept to be saved next to exported weights.
+
+Precision: trained weights are always float32 (the *master* weights). ``dtype`` is the
+compute dtype: with LoRA the frozen base is stored in it (peft keeps the adapter in
+float32); full fine-tuning in bfloat16 keeps float32 weights and runs the forward under
+``torch.autocast`` — bf16 weights would round most AdamW steps (lr · update ≪ 2⁻⁸ · |w|)
+away. Logprobs the update compares (π_prox, π_ref) come from :meth:`Policy.inference_logprobs`:
+no dropout, no gradient.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.training.lora import LoraSettings
+
+__all__ = ["Policy", "prefix_sharing_ok", "resolve_dtype"]
+
+log = logging.getLogger("agentbolt.algorithms.grpo")
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """``auto`` is bfloat16 on a GPU that supports it, float32 elsewhere (CPU bf16
+    matmuls are slow and lose precision for small models)."""
+    if name == "float32":
+        return torch.float32
+    if name == "bfloat16":
+        return torch.bfloat16
+    if device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+class Policy:
+    """A trainable causal LM. ``model`` is a transformers ``PreTrainedModel`` (it is
+    wrapped with a fresh LoRA adapter when ``lora`` is given) or an existing
+    ``peft.PeftModel`` (trained as it is)."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        lora: LoraSettings | None = None,
+        dtype: str = "auto",
+        device: str | torch.device = "cpu",
+        gradient_checkpointing: bool = False,
+        keep_reference: bool = False,
+    ) -> None:
+        self.device = torch.device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.tokenizer = tokenizer
+        full = not _is_peft(model) and lora is None
+        # full fine-tuning keeps float32 master weights and computes in self.dtype (autocast)
+        self.param_dtype = torch.float32 if full else self.dtype
+        model = model.to(device=self.device, dtype=self.param_dtype)
+        self._ref: Any = None
+        if _is_peft(model):
+            self.model = model
+            self.lora = True
+        elif lora is not None:
+            self.model = _with_lora(model, lora)
+            self.lora = True
+        else:
+            self.model = model
+            self.lora = False
+            if keep_reference:  # full fine-tuning: the KL needs a frozen copy of the start
+                self._ref = copy.deepcopy(model).eval().requires_grad_(False)
+        if gradient_checkpointing:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if self.lora:
+                self.model.enable_input_require_grads()
+        self.model.train()
+        self.pad_id = _pad_id(model, tokenizer)
+
+    @classmethod
+    def load(cls, path: str | Path, **kwargs: Any) -> Policy:
+        """Load a Hugging Face model directory (``"smollm2"`` means the offline
+        SmolLM2-135M-Instruct from :func:`agentbolt.models.smollm2`)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if str(path) == "smollm2":
+            from agentbolt.models import smollm2
+
+            path = smollm2()
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        return cls(model, tokenizer, **kwargs)
+
+    # ------------------------------------------------------------------ parameters
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    @property
+    def num_trainable(self) -> int:
+        return sum(p.numel() for p in self.trainable_parameters())
+
+    # ------------------------------------------------------------------ forward
+    def token_logprobs(
+        self, input_ids: Tensor, attention_mask: Tensor, *, with_entropy: bool = False, shared_prefix: int = 0,
+        model: Any = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """``[N, T]`` logprobs of each token given the ones before it (0 at t = 0), and
+        the entropy of the distribution each token was drawn from (detached) if asked.
+
+        ``shared_prefix`` = P > 0: the first P tokens are the same in every row (the
+        system prompt and few-shot turns every rollout of a task starts with). They go
+        through the model once and their keys/values are shared by all rows — exact, the
+        gradient of the shared part is the sum over rows — and positions ≤ P are returned
+        as 0 (the caller passes P only when none of those tokens is trained)."""
+        model = model if model is not None else self.model
+        with self.autocast():
+            return self._token_logprobs(model, input_ids, attention_mask, with_entropy, shared_prefix)
+
+    def _token_logprobs(self, model: Any, input_ids: Tensor, attention_mask: Tensor, with_entropy: bool,
+                        shared_prefix: int) -> tuple[Tensor, Tensor | None]:
+        if shared_prefix <= 0 or input_ids.shape[0] == 1 or not prefix_sharing_ok(model):
+            logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+            lp, ent = shifted_logprobs(logits, input_ids, with_entropy=with_entropy)
+            if shared_prefix > 0:  # the same answer as the shared forward: 0 up to P
+                keep = torch.arange(lp.shape[1], device=lp.device) > shared_prefix
+                lp, ent = lp * keep, None if ent is None else ent * keep
+            return lp, ent
+        P = shared_prefix
+        head = model(input_ids=input_ids[:1, :P], attention_mask=attention_mask[:1, :P], use_cache=True)
+        cache = getattr(head, "cache", None) or head.past_key_values
+        cache.batch_repeat_interleave(input_ids.shape[0])
+        kw = {_cache_argument(model): cache}  # `cache` since transformers 5.x, `past_key_values` before
+        tail = model(input_ids=input_ids[:, P:], attention_mask=attention_mask, use_cache=True, **kw).logits
+        lp, ent = shifted_logprobs(tail, input_ids[:, P:], with_entropy=with_entropy)
+        pad = torch.zeros_like(input_ids[:, :P], dtype=lp.dtype)
+        return torch.cat([pad, lp], dim=1), None if ent is None else torch.cat([pad, ent], dim=1)
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Compute in ``dtype`` while the weights are float32 (full fine-tuning in bf16)."""
+        if self.param_dtype == self.dtype:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.dtype)
+
+    @contextlib.contextmanager
+    def inference(self) -> Iterator[None]:
+        """No gradient and no dropout (eval mode) inside; the previous mode is restored."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            self.model.train(was_training)
+
+    def inference_logprobs(self, input_ids: Tensor, attention_mask: Tensor, *, shared_prefix: int = 0) -> Tensor:
+        """:meth:`token_logprobs` without dropout or gradient: π_prox, and π_old when the
+        trainer recomputes it. With dropout on, the same weights would give another ratio
+        on every forward, and the clip would act on noise."""
+        with self.inference():
+            return self.token_logprobs(input_ids, attention_mask, shared_prefix=shared_prefix)[0]
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[Any]:
+        """The model as it was before training: the base weights under the adapter, or
+        the frozen copy kept for full fine-tuning (``keep_reference=True``)."""
+        if self.lora:
+            with self.model.disable_adapter():
+                yield self.model
+        elif self._ref is not None:
+            yield self._ref
+        else:
+            raise RuntimeError("full fine-tuning keeps no reference model: create the Policy with keep_reference=True "
+                               "(GRPO does this when kl_coef > 0 or log_kl is set)")
+
+    def reference_logprobs(self, input_ids: Tensor, attention_mask: Tensor, *, shared_prefix: int = 0) -> Tensor:
+        """log π_ref, without dropout or gradient."""
+        with self.inference(), self.reference() as ref:
+            return self.token_logprobs(input_ids, attention_mask, shared_prefix=shared_prefix, model=ref)[0]
+
+    # ------------------------------------------------------------------ weights out
+    def weight_update(self) -> WeightUpdate:
+        """What the engine must load to serve this policy: the adapter and its scale, or
+        the full state dict (CPU copies, safe to hand to another thread)."""
+        if self.lora:
+            from agentbolt.gateway.local.weights import lora_from
+
+            state, scale = lora_from(self.model, None)  # the adapter and alpha / r, as the engine reads them
+            return WeightUpdate(lora={k: v.detach().to("cpu", torch.float32, copy=True) for k, v in state.items()},
+                                lora_scale=scale)
+        return WeightUpdate({k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()})
+
+    def engine_update(self) -> dict[str, Any]:
+        """:meth:`weight_update` as keyword arguments: ``control.update_weights(**policy.engine_update())``."""
+        return self.weight_update().keywords()
+
+    def trainable_state(self) -> dict[str, Tensor]:
+        """What a checkpoint must save: the adapter, or every weight."""
+        if self.lora:
+            from peft import get_peft_model_state_dict
+
+            return {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(self.model).items()}
+        # clones: tied weights (embeddings = lm_head) share storage, which safetensors refuses
+        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+
+    def load_trainable_state(self, state: dict[str, Tensor]) -> None:
+        """Put back what :meth:`trainable_state` returned."""
+        if self.lora:
+            from peft import set_peft_model_state_dict
+
+            result = set_peft_model_state_dict(self.model, state)
+            unexpected = getattr(result, "unexpected_keys", None)
+            if unexpected:
+                raise ValueError(f"checkpoint has {len(unexpected)} keys this adapter lacks (e.g. {unexpected[:2]})")
+        else:
+            self.model.load_state_dict(state)
+
+    def merged_model(self) -> Any:
+        """A plain transformers model with the adapter merged in (a copy; training goes on)."""
+        if not self.lora:
+            return self.model
+        return copy.deepcopy(self.model).merge_and_unload()
+
+    def export(self, directory: str | Path) -> Path:
+        """Save the policy as a Hugging Face model directory (LoRA merged), with the
+        tokenizer when there is one: loadable by ``AutoModelForCausalLM.from_pretrained``."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        model = self.merged_model()
+        model.save_pretrained(out, safe_serialization=True)
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(out)
+        return out
+
+
+def shifted_logprobs(logits: Tensor, input_ids: Tensor, *, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+    """log-softmax of ``logits[:, t-1]`` at ``input_ids[:, t]``, as ``[N, T]`` with 0 at t = 0."""
+    logits = logits[:, :-1].float()
+    targets = input_ids[:, 1:].unsqueeze(-1)
+    lse = torch.logsumexp(logits, dim=-1)
+    lp = logits.gather(-1, targets).squeeze(-1) - lse
+    zero = torch.zeros_like(lp[:, :1])
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            p = torch.softmax(logits, dim=-1)
+            ent = lse - (p * logits).sum(-1)
+            entropy = torch.cat([zero, ent], dim=1)
+    return torch.cat([zero, lp], dim=1), entropy
+
+
+def prefix_sharing_ok(model: Any) -> bool:
+    """Whether a forward of ``model`` may reuse a key/value cache: not while gradient
+    checkpointing is on in a forward that builds a graph — transformers then drops the
+    cache (a replayed layer would append to it twice) — so that forward runs whole."""
+    if not (model.training and torch.is_grad_enabled()):
+        return True
+    return not any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
+
+
+def _cache_argument(model: Any) -> str:
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def _is_peft(model: Any) -> bool:
+    return hasattr(model, "peft_config") and hasattr(model, "disable_adapter")
+
+
+def _with_lora(model: Any, lora: LoraSettings) -> Any:
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as exc:  # pragma: no cover - peft is in the torch extra
+        raise ImportError("LoRA training needs peft: pip install 'agentbolt[torch]'") from exc
+    names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
+    missing = [t for t in lora.target_modules if t not in names]
+    if missing:
+        raise ValueError(f"LoRA target modules {missing} are not in this model (it has e.g. "
+                         f"{sorted(n for n in names if n.endswith('proj'))[:8]}); set LoraSettings(target_modules=...)")
+    scaling: dict[str, Any] = {"lora_alpha": lora.alpha}  # peft annotates it int; a float alpha scales the same
+    cfg = LoraConfig(r=lora.r, lora_dropout=lora.dropout, target_modules=list(lora.target_modules), bias="none",
+                     task_type="CAUSAL_LM", **scaling)
+    return get_peft_model(model, cfg)
+
+
+def _pad_id(model: Any, tokenizer: Any) -> int:
+    for source in (getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "eos_token_id", None),
+                   getattr(getattr(model, "config", None), "pad_token_id", None)):
+        if isinstance(source, int):
+            return source
+    return 0
