@@ -15,8 +15,9 @@ Parameters are filled in *by name*: ``task`` (the rollout's input; also the firs
 positional parameter when it has another name), ``llm`` (the LLM resource of the
 rollout's resources version), ``prompt_template`` (its prompt template), ``resources``
 (all named resources, a dict), ``rollout`` (the :class:`~agentbolt.types.Rollout`), and
-any resource by its own name (e.g. ``main_llm``). A ``**kwargs`` parameter receives all
-of them.
+any resource by its own name (e.g. ``main_llm``) — also when the parameter has a default,
+which is used only when the rollout's resources have no resource of that name. A
+``**kwargs`` parameter receives all of them.
 
 What the agent returns decides its reward: a number is recorded as the final reward
 (a reward span); ``None`` means the agent emitted its rewards itself with
@@ -225,6 +226,13 @@ class EntryPoint:
         used: set[str] = set()
         for p in self.params:
             if p.source == "default":
+                # a resource of the parameter's name wins over its default (``planner_llm: LLM |
+                # None = None`` gets the published ``planner_llm``); positional-only ones keep
+                # their default, since filling one could shift the positions after it
+                if p.positional_only or p.name not in named:
+                    continue
+                kwargs[p.name] = named[p.name]
+                used.add("resource:" + p.name)
                 continue
             if p.source.startswith("resource:"):
                 key = p.source[len("resource:") :]

@@ -112,6 +112,18 @@ async def test_resources_can_be_named_directly(store: MemoryStore) -> None:
     assert got == ["judge"]
 
 
+async def test_a_resource_of_a_defaulted_parameters_name_wins_over_the_default(store: MemoryStore) -> None:
+    got: list[Any] = []
+
+    def agent(task: Any, planner_llm: LLM | None = None, judge_llm: LLM | None = None) -> float:
+        got.append((planner_llm.model if planner_llm else None, judge_llm))
+        return 0.0
+
+    await store.add_resources({"planner_llm": LLM_RESOURCE.model_copy(update={"model": "planner"})})
+    await run_one(store, agent, 1)
+    assert got == [("planner", None)]  # published: the resource; not published: the default
+
+
 async def test_plain_run_function_reads_rollout_input(store: MemoryStore) -> None:
     def run_fn(rollout: Rollout) -> float:
         return float(rollout.input["a"] + rollout.input["b"])
