@@ -16,9 +16,9 @@ adapters read one shape (``docs/semantic-conventions.md``):
 
 Token ids are only ever copied from the response (vLLM's ``prompt_token_ids`` and
 ``choices[0].token_ids``); nothing is retokenized. Without them the source is ``"none"``.
-Choice 0's ids are moved out of ``agentbolt.llm.response`` into their attributes, so
-they are stored once; the top-level ``prompt_token_ids`` stays in the response too (see
-:data:`_PROMPT_IDS_IN_RESPONSE`).
+They are stored once: the prompt's ids (top-level, or choice 0's) and choice 0's answer
+ids are moved out of ``agentbolt.llm.response`` into their attributes, which is where
+every reader takes them from. Only the record changes: what the client was sent keeps them.
 """
 
 from __future__ import annotations
@@ -35,10 +35,6 @@ __all__ = ["SECRET_KEYS", "call_attributes", "dumps", "tool_call"]
 
 SECRET_KEYS = frozenset({"api_key", "azure_ad_token", "aws_secret_access_key", "headers", "extra_headers"})
 """Request keys that are never recorded."""
-_PROMPT_IDS_IN_RESPONSE = True
-"""Keep the engine's top-level ``prompt_token_ids`` in ``agentbolt.llm.response`` as well:
-the recorded response keeps every top-level field the engine sent (the gateway's tests
-read the prompt's ids there), so only choice 0's ids are moved out of it."""
 _SAMPLING = (
     ("temperature", ("temperature",)),
     ("top_p", ("top_p",)),
@@ -108,11 +104,12 @@ def call_attributes(
 
     first = choices[0] if choices else {}
     top_ids = _int_list(response.get("prompt_token_ids"))
-    choice_ids = _int_list(first.get("prompt_token_ids")) if top_ids is None else None
+    choice_ids = _int_list(first.get("prompt_token_ids"))
     prompt_ids = top_ids if top_ids is not None else choice_ids
     response_ids = _int_list(first.get("token_ids"))
-    stored = _without_token_ids(response, first, top=top_ids is not None and not _PROMPT_IDS_IN_RESPONSE,
-                                in_choice=choice_ids is not None, answer=response_ids is not None)
+    stored = _without_token_ids(response, first, top=top_ids is not None,
+                                in_choice=choice_ids is not None and choice_ids == prompt_ids,
+                                answer=response_ids is not None)
     if stored is not response:
         response_json = None
     out[semconv.LLM_REQUEST] = request_json if isinstance(request_json, str) else dumps(request)

@@ -18,7 +18,7 @@ agent must be importable — define it at module level, keep the script's work u
 start anywhere), or an :class:`~agentbolt.execution.ExecutionStrategy` object.
 
 ``gateway`` puts the model gateway in front of an engine, next to the store, so an
-unmodified program (a :class:`~agentbolt.controller.Harness`) can be the agent::
+unmodified program (a :class:`~agentbolt.runner.harness.Harness`) can be the agent::
 
     gateway = EngineSpec(kind="vllm", url="http://127.0.0.1:8000/v1")
     Trainer(algorithm=..., strategy="multiprocess", gateway=gateway).fit(Harness("python solve.py"), data)

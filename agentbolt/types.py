@@ -16,6 +16,8 @@ from typing import Annotated, Any, Generic, Literal, TypeVar, overload
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from agentbolt.aliases import other_keywords
+
 __all__ = [
     "RolloutStatus",
     "AttemptStatus",
@@ -128,7 +130,7 @@ class RolloutConfig(_Model):
     max_attempts: int = Field(default=3, ge=1, le=100)
     retry_on: list[AttemptStatus] = Field(
         default_factory=lambda: [AttemptStatus.TIMEOUT, AttemptStatus.UNRESPONSIVE],
-        validation_alias=AliasChoices("retry_on", "retry_condition"),  # Agent Lightning's name
+        validation_alias=AliasChoices("retry_on", *other_keywords("RolloutConfig", "retry_on")),  # retry_condition
     )
 
     @field_validator("retry_on")

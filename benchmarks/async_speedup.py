@@ -19,40 +19,32 @@ temperature 1, as GRPO sets on the run's gateway.
 
 Sync: 8 groups x 8 rollouts are sampled, then trained on; nothing runs during the
 update, and every step waits for the slowest of 64 rollouts. Async: ``--in-flight``
-groups (default: the library's, 2 x tasks per step = 16; with ``max_policy_lag`` 1 a
-third batch in flight would always be too stale) run all the time, the first 8
-complete ones are trained on.
+groups (default: the library's, 2 x tasks per step = 16) run all the time, the first 8
+complete ones are trained on; ``--max-policy-lag`` (default: the library's, 2) bounds
+the staleness of what is trained — a comma list runs async once per value, beside the
+same sync run.
 
 Reported per schedule: seconds of the N steps (sum of the per-step ``time/step_s``:
 setup and export left out), steps/s, rollouts trained/s, where the step time goes
 (waiting for groups / update / weight sync), the staleness of the trained tokens (mean
-and max policy lag, recorded from the samples each update receives; rollouts dropped
-as too stale; steps left without an update), and, read back from the store and the
-agent's trace file, where a rollout's time goes: claimed → agent entered → first model
-call as the agent sees it (``model call`` is the engine's own time, from the gateway
-spans) → tool → second call → agent returned → rollout ended.
+and max policy lag, recorded from the samples each update receives; steps left without
+an update), the started rollouts that were never trained (``wasted``: dropped as too
+stale, or still in flight when the last step was taken — the async pipeline, cancelled),
+the mean reward (all steps, last three), and, read back from the store and the agent's
+trace file, where a rollout's time goes: claimed → agent entered → first model call as
+the agent sees it (``model call`` is the engine's own time, from the gateway spans) →
+tool → second call → agent returned → rollout ended. ``--profile-runners DIR`` writes a
+cProfile of each runner process there.
 
-    python benchmarks/async_speedup.py                 # 10 steps each, ~2 min
-    python benchmarks/async_speedup.py --repeat 2      # alternating sync/async twice
-    python benchmarks/async_speedup.py --smoke --json  # 2 steps, sleeps x0.05 (CI)
+    python benchmarks/async_speedup.py                          # 10 steps each, ~2 min
+    python benchmarks/async_speedup.py --repeat 2 --max-policy-lag 2,1
+    python benchmarks/async_speedup.py --smoke --json           # 2 steps, sleeps x0.05 (CI)
 
-Measured on the shared 2-core development machine (load ~1.5–2 from other work), 10
-steps, 16 groups in flight, 1 runner process, ``--repeat 2``: sync 0.181 / 0.176
-steps/s (per step: wait 4.9–5.1 s, update 0.36 s, sync 0.02 s), async 0.264 / 0.312
-steps/s (wait 2.5–2.9 s, update 0.39–0.45 s, sync 0.02 s; lag mean 0.6–0.74, max 1;
-40 / 104 of 704 rollouts dropped as stale, no step without update): 1.46x / 1.77x,
-1.62x on average (1.48x and 1.68x in two other runs; one more async run alone: 0.224).
-``--runners 2``: no better (0.281). Below the 1.8x target because a rollout costs
-far more than its sleep: the engine answers a call in 0.05–0.08 s, but the agent
-sees 0.45–0.6 s per call in sync and 0.7–0.9 s in async (1.1–1.2 s under more load),
-and claim → agent start and agent end → rollout end add another 0.3 s (sync) / 0.55 s
-(async). It is CPU spent per rollout outside the model: over an async run the runner
-process used ~41 % of a core and the server ~44 % for ~20 rollouts/s — ~20 ms of CPU
-per rollout in each — so the bursts of 64 rollouts released at each step queue up in
-both event loops. Cutting that per-rollout cost (runner: claim, resources, openai
-client parsing, span and status reports; server: gateway call path with its span
-writes, store API) is what would move the figure; more runner processes do not help
-on two cores shared with the server.
+Figures (2026-12-02, the 2-core machine, both cores reserved, load ~3): async at
+``max_policy_lag`` 2 is 2.02x sync in steps/s and 2.03x in rollouts trained/s, wasting
+only the pipeline left at the end (64 of 704 started), no rollout too stale; at lag 1,
+2.04x in steps/s but 1.56x in rollouts trained/s (144–160 dropped as too stale).
+The table, and what moved the figure from 1.6x, are in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -60,6 +52,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -70,7 +63,7 @@ from typing import Any, Self
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # the agent lives in a module of its own: runner processes import it
-from async_agent import ToolAgent, tool_seconds
+from async_agent import PROFILE_ENV, ToolAgent, tool_seconds
 
 import agentbolt
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
@@ -152,10 +145,11 @@ async def rollout_stats(db: Path, trace: Path, args: argparse.Namespace) -> dict
 
 
 def run(schedule: str, args: argparse.Namespace, tasks: list[dict[str, Any]], model_dir: str,
-        run_dir: Path) -> dict[str, Any]:
+        run_dir: Path, max_policy_lag: int | None = None) -> dict[str, Any]:
+    lag = {} if max_policy_lag is None else {"max_policy_lag": max_policy_lag}  # None: the library's default
     cfg = GRPOConfig(max_steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
                      schedule=schedule, groups_in_flight=args.in_flight if schedule == "async" else None,
-                     max_policy_lag=args.max_policy_lag, learning_rate=1e-3, lora=None, seed=args.seed,
+                     **lag, learning_rate=1e-3, lora=None, seed=args.seed,
                      progress=False, eval_before=False, eval_after=False, checkpoint_every=0,
                      run_dir=str(run_dir / "grpo"), loggers=["jsonl"])
     # the engine lives in the server process; GRPO sets RL sampling and the pause hold only
@@ -179,8 +173,13 @@ def run(schedule: str, args: argparse.Namespace, tasks: list[dict[str, Any]], mo
     def mean_of(key: str) -> float:
         return round(statistics.fmean(r.get(key) or 0.0 for r in rows), 3)
 
+    stats = asyncio.run(rollout_stats(run_dir / "run" / "store.db", run_dir / "agent.jsonl", args))
+    started = stats["rollouts_started"]
+    handed_out = sum(r.get("rollouts/total") or 0 for r in rows)
+    rewards = [r["reward/mean"] for r in rows if r.get("reward/mean") is not None]
     return {
-        "schedule": schedule, "steps": result.steps, "in_flight_groups": cfg.in_flight,
+        "schedule": schedule, "label": schedule if schedule == "sync" else f"async lag {cfg.max_policy_lag}",
+        "steps": result.steps, "max_policy_lag": cfg.max_policy_lag, "in_flight_groups": cfg.in_flight,
         "runners": args.runners, "seconds": round(seconds, 2), "fit_seconds": round(fit_s, 2),
         "steps_per_s": round(len(rows) / seconds, 3), "rollouts_trained": rollouts,
         "rollouts_trained_per_s": round(rollouts / seconds, 2),
@@ -190,7 +189,14 @@ def run(schedule: str, args: argparse.Namespace, tasks: list[dict[str, Any]], mo
         "lag_mean": round(statistics.fmean(lags.lags), 3) if lags.lags else None,
         "lag_max": max(lags.lags) if lags.lags else None,
         "stale_dropped_rollouts": sum(r.get("staleness/dropped_rollouts") or 0 for r in rows),
-        **asyncio.run(rollout_stats(run_dir / "run" / "store.db", run_dir / "agent.jsonl", args)),
+        # started but never trained: too stale, in a group without signal, failed, or still
+        # running when the run ended (cancelled)
+        "wasted_fraction": round(1.0 - rollouts / started, 3) if started else None,
+        "rollouts_handed_out": handed_out,
+        "rollouts_left_in_flight": started - handed_out,  # the pipeline at the end of the run
+        "reward_mean": round(statistics.fmean(rewards), 3) if rewards else None,
+        "final_reward_mean": round(statistics.fmean(rewards[-3:]), 3) if rewards else None,
+        **stats,
     }
 
 
@@ -201,7 +207,9 @@ def main() -> int:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--in-flight", type=int, default=None,
                     help="async: groups kept running (default: the library's, 2 x tasks per step)")
-    ap.add_argument("--max-policy-lag", type=int, default=1, help="drop rollouts with tokens older than this")
+    ap.add_argument("--max-policy-lag", default=None,
+                    help="async: drop rollouts with tokens older than this (default: the library's); a comma list "
+                         "runs async once per value")
     ap.add_argument("--runners", type=int, default=1, help="runner processes")
     ap.add_argument("--concurrency", type=int, default=256, help="rollouts each runner process runs at once")
     ap.add_argument("--pause-hold", type=float, default=60.0,
@@ -215,7 +223,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--smoke", action="store_true", help="2 steps, 2 groups of 4, sleeps x0.05 (CI)")
     ap.add_argument("--json", action="store_true", help="one JSON line per schedule, then the speedup")
+    ap.add_argument("--profile-runners", metavar="DIR", default=None,
+                    help="profile each runner process with cProfile: DIR/runner-<pid>.prof (slows them)")
     args = ap.parse_args()
+    if args.profile_runners:
+        Path(args.profile_runners).mkdir(parents=True, exist_ok=True)
+        os.environ[PROFILE_ENV] = f"{Path(args.profile_runners).resolve()}:{os.getpid()}"
     if args.smoke:
         args.steps, args.tasks_per_step, args.group_size, args.time_scale = 2, 2, 4, 0.05
     import torch
@@ -225,33 +238,50 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="async-speedup-") as tmp:
         model_dir = save_model(Path(tmp) / "model")
+        lags: list[int | None] = [int(x) for x in args.max_policy_lag.split(",")] if args.max_policy_lag else [None]
         for rep in range(args.repeat):
             for schedule in args.schedules.split(","):
-                row = {"repetition": rep, **run(schedule, args, tasks, model_dir, Path(tmp) / f"{schedule}-{rep}")}
-                rows.append(row)
-                if args.json:
-                    print(json.dumps(row), flush=True)
-    speedups = [a["steps_per_s"] / s["steps_per_s"] for s in rows if s["schedule"] == "sync"
-                for a in rows if a["schedule"] == "async" and a["repetition"] == s["repetition"]]
-    speedup = statistics.fmean(speedups) if speedups else None
-    if args.json:
-        print(json.dumps({"speedup_async_over_sync": None if speedup is None else round(speedup, 2),
-                          "speedups": [round(x, 2) for x in speedups], "target": TARGET_SPEEDUP}))
+                for lag in lags if schedule == "async" else [None]:
+                    name = schedule if lag is None else f"{schedule}-lag{lag}"
+                    row = {"repetition": rep, **run(schedule, args, tasks, model_dir, Path(tmp) / f"{name}-{rep}", lag)}
+                    rows.append(row)
+                    if args.json:
+                        print(json.dumps(row), flush=True)
+    labels = list(dict.fromkeys(r["label"] for r in rows if r["schedule"] == "async"))
+
+    def ratios(key: str, label: str) -> list[float]:
+        return [a[key] / s[key] for s in rows if s["schedule"] == "sync"
+                for a in rows if a["label"] == label and a["repetition"] == s["repetition"]]
+
+    summary = {label: {"steps_per_s": ratios("steps_per_s", label),
+                       "rollouts_trained_per_s": ratios("rollouts_trained_per_s", label)} for label in labels}
+    if args.json:  # the first async row's ratios at the top, every async setting's under "by_setting"
+        means = {label: {f"speedup_{k}": round(statistics.fmean(v), 2) if v else None for k, v in ratio.items()}
+                 for label, ratio in summary.items()}
+        first = next(iter(means.values()), {})
+        print(json.dumps({"speedup_async_over_sync": first.get("speedup_steps_per_s"),
+                          "rollouts_trained_speedup": first.get("speedup_rollouts_trained_per_s"),
+                          "by_setting": means, "target": TARGET_SPEEDUP}))
         return 0
     print(f"GRPO {args.steps} steps x {args.tasks_per_step} groups x {args.group_size}, tool 90% 0.1-0.3 s / 10% 2-4 s "
-          f"(x{args.time_scale}), tiny byte model in the server process, {args.runners} runner process(es), "
-          f"max_policy_lag {args.max_policy_lag}")
+          f"(x{args.time_scale}), tiny byte model in the server process, {args.runners} runner process(es)")
     for r in rows:
-        print(f"  {r['schedule']:>5} #{r['repetition']} (in flight {r['in_flight_groups']} groups): {r['seconds']:.1f} s, "
+        print(f"  {r['label']:>11} #{r['repetition']} (in flight {r['in_flight_groups']} groups): "
+              f"{r['seconds']:.1f} s, "
               f"{r['steps_per_s']:.3f} steps/s, {r['rollouts_trained_per_s']:.1f} rollouts trained/s; per step: "
               f"wait {r['mean_wait_s']:.2f} s, update {r['mean_update_s']:.2f} s, sync {r['mean_sync_s']:.2f} s; "
-              f"lag mean {r['lag_mean']} max {r['lag_max']}, {r['stale_dropped_rollouts']} rollouts dropped as stale, "
-              f"{r['steps_without_update']} steps without update; model call {r['model_call_s_mean']} s "
-              f"(max {r['model_call_s_max']}), rollout {r['rollout_s_mean']} s (max {r['rollout_s_max']}), "
-              f"{r['rollouts_started']} rollouts started; rollout phases (s) {r['rollout_phases_s']}")
-    if speedup is not None:
-        print(f"  async / sync: {speedup:.2f}x steps/s ({', '.join(f'{x:.2f}' for x in speedups)}; "
-              f"target >= {TARGET_SPEEDUP}x)")
+              f"lag mean {r['lag_mean']} max {r['lag_max']}; {r['rollouts_trained']} of {r['rollouts_started']} "
+              f"started rollouts trained, wasted {r['wasted_fraction']:.1%} ({r['stale_dropped_rollouts']} dropped as "
+              f"stale, {r['rollouts_left_in_flight']} left in flight at the end); reward mean {r['reward_mean']} "
+              f"(last 3 steps {r['final_reward_mean']}); {r['steps_without_update']} steps without update; "
+              f"model call {r['model_call_s_mean']} s (max {r['model_call_s_max']}), rollout {r['rollout_s_mean']} s "
+              f"(max {r['rollout_s_max']}); rollout phases (s) {r['rollout_phases_s']}")
+    for label, ratio in summary.items():
+        for key, values in ratio.items():
+            if values:
+                what = key.replace("_per_s", "/s").replace("_", " ")
+                each = ", ".join(f"{x:.2f}" for x in values)
+                print(f"  {label} / sync: {statistics.fmean(values):.2f}x {what} ({each}; target >= {TARGET_SPEEDUP}x)")
     return 0
 
 

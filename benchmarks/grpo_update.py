@@ -10,26 +10,24 @@ AdamW lr 1e-5, grad-norm clip 1.0, no KL, float32, ``--threads`` torch threads.
 
 What is timed, per update (after a warm-up update on one micro-batch):
 
-* agentbolt: ``PolicyUpdate.step(samples)`` — collate, per micro-batch forward (full
-  logits, log-probs + entropy) + loss + backward, clip, AdamW step;
+* agentbolt: ``PolicyUpdate.step(samples)`` — collate, per micro-batch forward (each
+  group's prompt once, logits at the completion positions only, log-probs + entropy) +
+  loss + backward, clip, AdamW step;
 * TRL (peer, in its own venv: ``benchmarks/peer/setup_trl.sh``): per micro-batch
   ``GRPOTrainer.training_step`` on the prepared completions (generation and rewards are
   skipped), then clip, optimizer and scheduler step (see benchmarks/peer/trl_grpo_peer.py).
 
 Reported: seconds per update (mean of ``--reps``), trained (completion) tokens/s, all
 tokens/s, CPU seconds per update (less sensitive to a busy shared machine: the two sides
-run one after the other), the process's peak RSS, and the ratio TRL time / agentbolt
-time (> 1: agentbolt is faster).
+run one after the other), each side's peak RSS from the warm-up on (model and batch
+loaded; VmHWM of its own process, reset before the warm-up), and the ratio TRL time /
+agentbolt time (> 1: agentbolt is faster).
 
     python benchmarks/grpo_update.py                  # SmolLM2-135M, LoRA, with the TRL peer
     python benchmarks/grpo_update.py --model tiny     # tiny random model, seconds
     python benchmarks/grpo_update.py --smoke --json   # tiny, 1 repetition, no peer (CI)
 
-Measured on the shared 2-core development machine (load 2–5 from other work), SmolLM2-135M,
-LoRA r=16, 64 x (150 + 64) tokens, micro-batch 16 x 4, 2 threads, 1 repetition:
-agentbolt 211 s/update (19 trained tokens/s, CPU 208 s) vs TRL 1.16.0 224 s (18 trained
-tokens/s, CPU 220 s): 1.06x. A run while other benchmarks shared the cores gave
-388 s vs 228 s: compare runs made under the same load only.
+Figures: docs/benchmarks.md, "GRPO policy update vs TRL".
 """
 
 from __future__ import annotations
@@ -62,12 +60,22 @@ PEER_SCRIPT = ROOT / "benchmarks" / "peer" / "trl_grpo_peer.py"
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory (VmHWM: unlike ru_maxrss, not inherited
-    from the parent across fork + exec)."""
+    """This process's peak resident memory since the last :func:`reset_peak_rss` (VmHWM:
+    unlike getrusage's ru_maxrss, which Linux carries over from the parent across
+    fork + exec and cannot reset, it is this process's own and can be reset)."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def reset_peak_rss() -> None:
+    """Start the peak over from the current RSS (Linux: ``5`` to clear_refs), so that the
+    peak measured is the update's — the model and batch loaded, not their preparation."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
 
 
 def _load(model: str, model_dir: Path) -> tuple[Any, Any, Path]:
@@ -107,7 +115,9 @@ def sampling_logprobs(policy: Policy, batch: dict[str, torch.Tensor], micro: int
     with torch.no_grad():
         for i in range(0, ids.shape[0], micro):
             chunk = ids[i:i + micro]
-            lp, _ = policy.token_logprobs(chunk, torch.ones_like(chunk))
+            completion = torch.zeros_like(chunk)
+            completion[:, -C:] = 1
+            lp, _ = policy.token_logprobs(chunk, torch.ones_like(chunk), positions=completion)
             out.append(lp[:, -C:])
     return torch.cat(out)
 
@@ -135,6 +145,7 @@ def run_agentbolt(model: Any, tokenizer: Any, batch: dict[str, torch.Tensor],
     batch["old_logprobs"] = sampling_logprobs(policy, batch, args.micro)
     samples = to_samples(batch, args.group_size)
     update = PolicyUpdate(policy, cfg)
+    reset_peak_rss()
     update.step(samples[: args.micro])  # warm-up: one micro-batch
     seconds, cpu = [], []
     for _ in range(args.reps):

@@ -3,8 +3,8 @@
 Runs a program that does nothing (``/bin/true``) ``--runs`` times two ways, one after
 the other, and prints the median and 90th percentile wall-clock milliseconds:
 
-* ``plain`` — :class:`~agentbolt.controller.LocalExecutor`, a bare subprocess;
-* ``sandboxed`` — a :class:`~agentbolt.controller.sandbox.SandboxSession` per run, as the
+* ``plain`` — :class:`~agentbolt.runner.harness.LocalExecutor`, a bare subprocess;
+* ``sandboxed`` — a :class:`~agentbolt.runner.harness.sandbox.SandboxSession` per run, as the
   harness makes one per rollout: the workspace copied (``--files`` small files), the
   gateway relay's socket served, bubblewrap's namespaces and mounts built, the init
   started (relay, limits, watchdog), the program run, its tree killed, the report read.
@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentbolt.controller.local import LocalExecutor, ProcessSpec
-from agentbolt.controller.sandbox import Sandbox, SandboxSession
+from agentbolt.runner.harness.local import LocalExecutor, ProcessSpec
+from agentbolt.runner.harness.sandbox import Sandbox, SandboxSession
 
 ENV = {"PATH": "/usr/bin:/bin"}
 

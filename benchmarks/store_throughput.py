@@ -118,6 +118,30 @@ async def scenario(store: Store, concurrency: int, rollouts: int, span_calls: in
     return rollouts / elapsed
 
 
+STATEMENTS = [0]
+"""Statements psycopg sent in this process (``--count-statements``; an executemany counts its rows)."""
+
+
+def count_statements() -> None:
+    """Count the statements psycopg sends in this process (the in-process ``postgres``
+    backend: PostgreSQL has no per-statement counter without pg_stat_statements)."""
+    import psycopg
+
+    execute, executemany = psycopg.AsyncCursor.execute, psycopg.AsyncCursor.executemany
+
+    async def counted_execute(self, query, params=None, **kw):  # type: ignore[no-untyped-def]
+        STATEMENTS[0] += 1
+        return await execute(self, query, params, **kw)
+
+    async def counted_executemany(self, query, params_seq, **kw):  # type: ignore[no-untyped-def]
+        params_seq = list(params_seq)
+        STATEMENTS[0] += len(params_seq)
+        return await executemany(self, query, params_seq, **kw)
+
+    psycopg.AsyncCursor.execute = counted_execute  # type: ignore[method-assign]
+    psycopg.AsyncCursor.executemany = counted_executemany  # type: ignore[method-assign]
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a live process (Linux /proc), 0 if it is gone."""
     try:
@@ -319,8 +343,11 @@ async def run_ours(
         if processes == 1:
             meter = CpuMeter({"servers": [p.proc.pid for p in procs]}, postgres_url if pg_store and cpu else None)
             meter.start()
+            statements = STATEMENTS[0]
             rps = await scenario(store, concurrency, rollouts, span_calls)
             meter.stop()
+            if STATEMENTS[0] > statements:  # --count-statements
+                meter.used["pg_statements"] = STATEMENTS[0] - statements
             return Cell(rps, meter.used if cpu else None)
         for i, tasks in enumerate(spread(concurrency, processes)):
             order = urls[i % len(urls):] + urls[: i % len(urls)]
@@ -409,6 +436,8 @@ def main() -> None:
         default=1,
         help="1: the 5 spans go in one add_spans call (agentbolt's tracer batches); 5: one call per span",
     )
+    ap.add_argument("--count-statements", action="store_true",
+                    help="with --cpu: count the statements psycopg sends (in-process postgres backend)")
     ap.add_argument("--client", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--tasks", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--client-name", default="p0", help=argparse.SUPPRESS)
@@ -417,6 +446,8 @@ def main() -> None:
         asyncio.run(client_main(args.client.split(","), args.tasks, args.span_calls, args.client_name))
         return
 
+    if args.count_statements:
+        count_statements()
     rollouts = args.rollouts or (40 if args.smoke else 2000)
     conc = [args.runners] if args.runners else [int(c) for c in args.concurrency.split(",")]
     backends = args.backends.split(",")
@@ -455,6 +486,10 @@ def main() -> None:
                 results.append(row)
                 console.print(f"agentbolt {backend:13s} c={c:<4d} {rps:9.1f} rollouts/s"
                               + (f"  cpu s: {cell.cpu}" if cell.cpu else ""))
+                if cell.cpu:  # per rollout: CPU ms of each role, commits and statements
+                    console.print("  per rollout: " + ", ".join(
+                        f"{k} {v / n * (1 if k.startswith('pg_') else 1000):.2f}{'' if k.startswith('pg_') else ' ms'}"
+                        for k, v in cell.cpu.items()))
                 if args.json:
                     print(json.dumps(row), flush=True)
         if args.peer:

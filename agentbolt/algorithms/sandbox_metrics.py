@@ -2,7 +2,7 @@
 cheat (read an answer key, reach the network, break out of its workspace).
 
 Harnessed programs record what their sandbox blocked as ``agentbolt.sandbox`` spans
-(see :mod:`agentbolt.controller.sandbox.events`); this counts them over a batch.
+(see :mod:`agentbolt.runner.harness.sandbox.events`); this counts them over a batch.
 """
 
 from __future__ import annotations

@@ -26,12 +26,17 @@ v0.3 ``Algorithm``        run by :class:`~agentbolt.compat.algorithm.V03Algorith
 ``dev``                   port; child processes always stop with the trainer)
 ``triplet_exporter``      the same as ``adapter`` (v0.3 deprecated it)
 ========================  =================================================================
+
+The renames among these (``initial_resources``, ``n_workers``, ``triplet_exporter``, the
+strategy names) are tables of :mod:`agentbolt.aliases`, with agentbolt's other spellings.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+from agentbolt.aliases import V03_STRATEGIES, V03_STRATEGY_CLASSES
 
 __all__ = ["V03_ARGUMENTS", "looks_v03", "map_arguments"]
 
@@ -41,9 +46,6 @@ V03_ARGUMENTS = frozenset(
     {"initial_resources", "n_workers", "max_rollouts", "max_tasks", "adapter", "tracer", "llm_proxy", "port",
      "daemon", "dev", "triplet_exporter"}
 )
-
-_STRATEGIES = {"shm": "inprocess", "cs": "multiprocess"}
-_STRATEGY_CLASSES = {"SharedMemoryExecutionStrategy": "inprocess", "ClientServerExecutionStrategy": "multiprocess"}
 
 
 def looks_v03(algorithm: Any, store: Any, strategy: Any, runner: Any, hooks: Any = ()) -> bool:
@@ -55,7 +57,7 @@ def looks_v03(algorithm: Any, store: Any, strategy: Any, runner: Any, hooks: Any
     return (
         (algorithm is not None and not isinstance(algorithm, Algorithm))
         or (store is not None and not isinstance(store, (Store, str)))
-        or (isinstance(strategy, str) and strategy in _STRATEGIES)
+        or (isinstance(strategy, str) and strategy in V03_STRATEGIES)
         or isinstance(strategy, dict)
         or (runner is not None and not isinstance(runner, Runner))
         or _has_v03_hooks(hooks)
@@ -70,7 +72,7 @@ def map_arguments(ours: dict[str, Any], v03: dict[str, Any]) -> dict[str, Any]:
             f"Trainer got unexpected arguments {', '.join(unknown)}; agentbolt's are in docs/trainer.md and "
             f"Agent Lightning v0.3's it accepts are {', '.join(sorted(V03_ARGUMENTS))}"
         )
-    out = dict(ours)
+    out = dict(ours)  # the renames: agentbolt.aliases.V03_TRAINER_ARGUMENTS
     initial = v03.get("initial_resources")
     if initial is not None:
         if out.get("resources"):
@@ -99,10 +101,10 @@ def map_arguments(ours: dict[str, Any], v03: dict[str, Any]) -> dict[str, Any]:
 
 def _strategy(strategy: Any) -> Any:
     if isinstance(strategy, str):
-        return _STRATEGIES.get(strategy, strategy)
+        return V03_STRATEGIES.get(strategy, strategy)
     if isinstance(strategy, dict):
         kind = str(strategy.get("type", "shm"))
-        return _STRATEGIES.get(kind, _STRATEGY_CLASSES.get(kind.rsplit(".", 1)[-1], kind))
+        return V03_STRATEGIES.get(kind, V03_STRATEGY_CLASSES.get(kind.rsplit(".", 1)[-1], kind))
     return strategy if strategy is not None else "inprocess"
 
 

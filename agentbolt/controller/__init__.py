@@ -1,59 +1,17 @@
-"""The harness controller: train unmodified programs (a CLI agent, a script in any
-language) by running one per rollout with a rollout-scoped model endpoint.
+"""``agentbolt.controller``: the harness's old home, now :mod:`agentbolt.runner.harness`
+(a Harness is an agent, so it sits next to the runner; :data:`agentbolt.aliases.MODULES`).
+Importing it gives that very module, so ``from agentbolt.controller import Harness`` is
+the same class."""
 
-``Harness`` is an agent the runner and ``Trainer.fit`` accept like any other; programs
-run as local subprocesses (:class:`LocalExecutor`), each in its own :class:`Sandbox`
-(bubblewrap) unless told otherwise, and another :class:`Executor` (a Kubernetes Job)
-can take its place.
-"""
+from __future__ import annotations
 
-from agentbolt.controller.credentials import (
-    Credentials,
-    attempt_credentials,
-    rollout_base_url,
-)
-from agentbolt.controller.errors import (
-    EvaluatorError,
-    HarnessConfigError,
-    HarnessError,
-    HarnessKilledError,
-    HarnessStartError,
-    HarnessTimeoutError,
-    ProgramFailedError,
-)
-from agentbolt.controller.harness import Harness, render_command
-from agentbolt.controller.local import (
-    Executor,
-    LocalExecutor,
-    ProcessResult,
-    ProcessSpec,
-    ProgramStartError,
-)
-from agentbolt.controller.reward import Reward, RewardFormatError, parse_reward
-from agentbolt.controller.sandbox import Limits, Sandbox, SandboxUnavailableError
+import importlib
+import sys
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "Credentials",
-    "EvaluatorError",
-    "Executor",
-    "Harness",
-    "HarnessConfigError",
-    "HarnessError",
-    "HarnessKilledError",
-    "HarnessStartError",
-    "HarnessTimeoutError",
-    "Limits",
-    "LocalExecutor",
-    "ProcessResult",
-    "ProcessSpec",
-    "ProgramFailedError",
-    "ProgramStartError",
-    "Reward",
-    "RewardFormatError",
-    "Sandbox",
-    "SandboxUnavailableError",
-    "attempt_credentials",
-    "parse_reward",
-    "render_command",
-    "rollout_base_url",
-]
+from agentbolt.aliases import MODULES
+
+if TYPE_CHECKING:  # what type checkers see; at run time this module *is* agentbolt.runner.harness
+    from agentbolt.runner.harness import *  # noqa: F403
+
+sys.modules[__name__] = importlib.import_module(MODULES[__name__])

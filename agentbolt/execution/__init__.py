@@ -3,8 +3,11 @@
 * ``"inprocess"`` — asyncio tasks in this process (default; any agent).
 * ``"multiprocess"`` — a server on SQLite plus runner processes (agent importable).
 * ``"external"`` — a server for ``agentbolt runner`` processes you start anywhere.
+
+Other spellings (``"in-process"``, ``"multi_process"``...) are :data:`agentbolt.aliases.STRATEGIES`.
 """
 
+from agentbolt.aliases import STRATEGIES
 from agentbolt.execution.base import ExecutionStrategy, RunnersFailedError, RunnerSpec
 from agentbolt.execution.external import ExternalStrategy
 from agentbolt.execution.inprocess import InProcessStrategy
@@ -22,11 +25,7 @@ __all__ = [
 
 _BY_NAME = {
     "inprocess": InProcessStrategy,
-    "in-process": InProcessStrategy,
-    "in_process": InProcessStrategy,
     "multiprocess": MultiProcessStrategy,
-    "multi-process": MultiProcessStrategy,
-    "multi_process": MultiProcessStrategy,
     "external": ExternalStrategy,
 }
 
@@ -36,7 +35,8 @@ def strategy_from(value: "str | ExecutionStrategy") -> ExecutionStrategy:
     if isinstance(value, ExecutionStrategy):
         return value
     try:
-        return _BY_NAME[value.lower()]()
+        name = value.lower()
+        return _BY_NAME[STRATEGIES.get(name, name)]()
     except (KeyError, AttributeError):
         raise ValueError(
             f"unknown execution strategy {value!r}: use 'inprocess', 'multiprocess' or 'external' "

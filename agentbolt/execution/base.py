@@ -116,7 +116,7 @@ class ExecutionStrategy(abc.ABC):
     against a store that reaches them, stops them and returns ``main``'s result.
 
     ``gateway`` (given only when the trainer has one) — serve the model gateway next to
-    the store, so agents (a :class:`~agentbolt.controller.Harness`'s programs) reach
+    the store, so agents (a :class:`~agentbolt.runner.harness.Harness`'s programs) reach
     their model through it.
     """
 

@@ -5,7 +5,7 @@ only strategy that accepts any agent (lambdas and closures included).
 With a gateway, the store and the gateway are also served over HTTP from a background
 thread of this process, and the runners reach the store through that server — as they
 do in the process strategies — so each attempt gets its scoped token and a
-:class:`~agentbolt.controller.Harness` finds the gateway with no ``server_url``.
+:class:`~agentbolt.runner.harness.Harness` finds the gateway with no ``server_url``.
 """
 
 from __future__ import annotations

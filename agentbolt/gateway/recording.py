@@ -7,8 +7,9 @@ call, so adapters treat gateway and traced calls alike. Plus what only the gatew
 knows: policy version, engine, replica, latency, HTTP status.
 
 Recording stays off the response path: the proxy hands a :class:`CallRecord` to the
-:class:`SpanRecorder`, which builds spans and writes them in batches in the background,
-retrying a failed write, and flushes everything on close.
+:class:`SpanRecorder`, which builds its span right after the response is on its way and
+writes spans in batches in the background, retrying a failed write, and flushes
+everything on close.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ from agentbolt.types import Span, SpanEvent, SpanStatus
 __all__ = ["CallRecord", "SpanRecorder", "build_span"]
 
 logger = logging.getLogger("agentbolt.gateway")
-
-_BUILD_SLICE = 16
 
 
 @dataclass(slots=True)
@@ -112,13 +111,20 @@ class SpanRecorder:
     :meth:`add` never waits. A failed write is retried with backoff (``add_spans`` is
     idempotent by span id), so no span is lost while the store comes back;
     :meth:`close` writes what is left.
+
+    A record's span is built in the event loop's next turn (after the response it
+    records has been written), not when its batch is written: a record holds the
+    request and the response as parsed JSON (with logprobs, dozens of small objects or
+    more), and kept until its batch was written it outlived two young collections, went
+    to the oldest generation and made full collections frequent and long under load.
     """
 
     def __init__(self, store: Store, *, batch_size: int = 512, flush_interval: float = 0.05) -> None:
         self.store = store
         self.batch_size = batch_size
         self.flush_interval = flush_interval
-        self._pending: list[CallRecord] = []
+        self._pending: list[Span] = []
+        self._unbuilt = 0  # records added whose span is not built yet
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -128,7 +134,7 @@ class SpanRecorder:
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + self._unbuilt
 
     def start(self) -> None:
         if self._task is None:
@@ -136,10 +142,23 @@ class SpanRecorder:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="agentbolt-gateway-spans")
 
     def add(self, record: CallRecord) -> None:
-        self._pending.append(record)
         self._idle.clear()
+        self._unbuilt += 1
+        try:
+            asyncio.get_running_loop().call_soon(self._build, record)
+        except RuntimeError:  # no loop running in this thread: build it now
+            self._build(record)
+
+    def _build(self, record: CallRecord) -> None:
+        self._unbuilt -= 1
+        try:
+            self._pending.append(build_span(record))
+        except Exception:  # a bug, never a passing hiccup: do not retry it forever
+            logger.exception("could not build the span of a call of rollout %s; skipped", record.rollout_id)
         if len(self._pending) >= self.batch_size:
             self._wake.set()
+        elif not self._pending and not self._unbuilt:
+            self._idle.set()
 
     async def flush(self) -> None:
         """Wait until every record added so far is stored."""
@@ -168,18 +187,13 @@ class SpanRecorder:
 
     async def _write_all(self) -> None:
         delay = 0.05
-        while self._pending:
+        while self._pending or self._unbuilt:
+            if not self._pending:
+                await asyncio.sleep(0)  # the spans of the last records are built in this turn
+                continue
             batch = self._pending[: self.batch_size]
-            spans = []
-            for i, r in enumerate(batch):
-                if i and i % _BUILD_SLICE == 0:
-                    await asyncio.sleep(0)  # let requests through: building a big batch takes a while
-                try:
-                    spans.append(build_span(r))
-                except Exception:  # a bug, never a passing hiccup: do not retry it forever
-                    logger.exception("could not build the span of a call of rollout %s; skipped", r.rollout_id)
             try:
-                await self.store.add_spans(spans)
+                await self.store.add_spans(batch)
             except Exception:
                 if self._closing and delay > 2:
                     logger.exception(
@@ -194,5 +208,5 @@ class SpanRecorder:
             del self._pending[: len(batch)]
             self.written += len(batch)
             delay = 0.05
-        if not self._pending:
+        if not self._pending and not self._unbuilt:
             self._idle.set()

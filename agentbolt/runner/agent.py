@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
+from agentbolt.aliases import LITAGENT_TRAINING_METHODS, LITAGENT_VALIDATION_METHODS
 from agentbolt.runner.loading import load_object
 from agentbolt.types import LLM, PromptTemplate, Resources, Rollout, RolloutMode
 
@@ -143,8 +144,8 @@ class LitAgent(Generic[T_task]):
         return self.training_rollout(task, **named)
 
 
-_TRAIN_METHODS = ("training_rollout_async", "training_rollout", "rollout_async", "rollout")
-_VALIDATION_METHODS = ("validation_rollout_async", "validation_rollout")
+_TRAIN_METHODS = LITAGENT_TRAINING_METHODS  # agentbolt's name and Agent Lightning's (agentbolt.aliases)
+_VALIDATION_METHODS = LITAGENT_VALIDATION_METHODS
 
 
 def _defined(cls: type, names: tuple[str, ...]) -> str | None:

@@ -27,7 +27,6 @@ import os
 import socket
 import time
 import uuid
-from collections import OrderedDict
 from typing import Any
 
 from opentelemetry import trace as otel_trace
@@ -50,6 +49,7 @@ from agentbolt.runner.job import (
     outcome_of,
     send_outcome,
 )
+from agentbolt.runner.resources import ResourcesCache
 from agentbolt.store.base import Store
 from agentbolt.tracing.emitters import (
     emit_exception,
@@ -73,7 +73,8 @@ for a server restart, like reporting outcomes."""
 class Runner:
     """Runs an agent on rollouts claimed from a store.
 
-    ``agent`` (or ``run_fn``, the same thing under the name some guides use) is any form
+    ``agent`` (or ``run_fn``, the same thing under the name some guides use:
+    :data:`agentbolt.aliases.KEYWORDS`) is any form
     :func:`agentbolt.runner.agent.as_agent` accepts. ``store`` may be left out when a
     :class:`~agentbolt.Trainer` runs the runner (it supplies the store). ``hooks`` is one
     hooks object or a sequence of them. ``report_patience`` — seconds an attempt's outcome
@@ -116,7 +117,7 @@ class Runner:
         self.shutdown_grace = shutdown_grace
         self.stop_grace = stop_grace
         self.report_patience = report_patience
-        self._resources: OrderedDict[int, Resources] = OrderedDict()
+        self._resources = ResourcesCache(lambda version: self._store.get_resources(version))
         self._running = False
         self._failures = FirstSeenErrors()
         """This runner's agent failures by kind, for the summary it logs when it stops."""
@@ -421,15 +422,7 @@ class Runner:
 
     async def _resources_of(self, rollout: Rollout) -> Resources | None:
         version = rollout.resources_version
-        if version is None:
-            return None
-        cached = self._resources.get(version)
-        if cached is None:
-            cached = await self._store.get_resources(version)
-            self._resources[version] = cached
-            if len(self._resources) > 16:
-                self._resources.popitem(last=False)
-        return cached
+        return None if version is None else await self._resources.get(version)
 
     async def _register(self, status: WorkerStatus) -> None:
         assert self._agent is not None and self.store is not None

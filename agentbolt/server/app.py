@@ -3,7 +3,8 @@
 
 Layers, outside in: metrics (timing by route template) → error guard (a crash is a
 logged 500, never a dropped connection) → body-size limit → authentication → routes.
-The lifespan starts the store, checks deadlines in the background, and closes the store.
+The lifespan starts the store, checks deadlines in the background, and closes the store;
+while the app runs, the startup heap is frozen out of garbage collection (:mod:`.gc_freeze`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentbolt.server import gc_freeze
 from agentbolt.server.auth import AuthMiddleware
 from agentbolt.server.dashboard.static import DashboardMiddleware
 from agentbolt.server.errors import (
@@ -242,9 +244,11 @@ def create_app(
         if gateway is not None:
             await gateway.start()
         task = asyncio.create_task(_check_deadlines_forever(store)) if deadline_check else None
+        gc_freeze.freeze()  # full collections then skip the startup heap (short pauses under load)
         try:
             yield
         finally:
+            gc_freeze.thaw()
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -101,12 +101,17 @@ def is_current(rollout: Rollout, attempt: Attempt) -> bool:
 
 
 def start_attempt(
-    rollout: Rollout, worker_id: str | None, now: float, latest_resources_version: int | None
+    rollout: Rollout,
+    worker_id: str | None,
+    now: float,
+    latest_resources_version: int | None,
+    attempt_id: str | None = None,
 ) -> Attempt:
     """Claim ``rollout``: it becomes ``preparing`` with a fresh attempt, which is returned.
 
     A rollout enqueued without a resources version is pinned to the latest version at
-    its first claim, so every rollout records the version it ran with.
+    its first claim, so every rollout records the version it ran with. ``attempt_id``
+    is the new attempt's id when the backend made it already (PostgreSQL claims in SQL).
     """
     check_rollout_transition(rollout, R.PREPARING)
     if not rollout.status.is_claimable:
@@ -115,7 +120,7 @@ def start_attempt(
         rollout.resources_version = latest_resources_version
     rollout.attempt_count += 1
     attempt = Attempt(
-        attempt_id=new_id("at"),
+        attempt_id=attempt_id or new_id("at"),
         rollout_id=rollout.rollout_id,
         sequence_id=rollout.attempt_count,
         worker_id=worker_id,

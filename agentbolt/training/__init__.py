@@ -6,6 +6,8 @@ and serve a trainable model, and nothing of any one algorithm's idea.
 * :mod:`.policy` — :class:`~.policy.Policy`: the model trained, LoRA or full, its compute
   dtype, the reference model, token logprobs, the :class:`~agentbolt.gateway.weight_update.WeightUpdate`
   it hands to the engine, export (torch).
+* :mod:`.logprobs` — token logprobs at the trained positions only (the output layer runs on
+  those alone), each task's shared prompt run once per micro-batch.
 * :mod:`.lora` — :class:`~.lora.LoraSettings`, the adapter a config asks for.
 * :mod:`.checkpoint` — ``run_dir/checkpoints/step-N``: weights, optimizer, run state (torch).
 * :mod:`.distributed` — data parallelism with ``torch.distributed``, the identity without it.
@@ -13,7 +15,8 @@ and serve a trainable model, and nothing of any one algorithm's idea.
 * :mod:`.publish` — what is trained is what is served: publishing a policy to its engine
   (in the format the engine takes) and checking the engine's logprobs against the trainer's.
 * :mod:`.run` — :class:`~.run.TrainingRun`, the run skeleton: run directory and id, resume,
-  metrics, held-out evaluation before/after, checkpoints, export, wall time.
+  metrics, held-out evaluation before/after, the steps within a time budget, checkpoints,
+  export, wall time — per policy in a run that trains several.
 
 Nothing is imported here: ``agentbolt.training.lora`` stays importable without torch.
 """

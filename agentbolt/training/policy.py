@@ -30,9 +30,11 @@ import torch
 from torch import Tensor
 
 from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.training.logprobs import prefix_sharing_ok, shifted_logprobs
+from agentbolt.training.logprobs import token_logprobs as _token_logprobs
 from agentbolt.training.lora import LoraSettings
 
-__all__ = ["Policy", "prefix_sharing_ok", "resolve_dtype"]
+__all__ = ["Policy", "prefix_sharing_ok", "resolve_dtype", "shifted_logprobs"]
 
 log = logging.getLogger("agentbolt.algorithms.grpo")
 
@@ -116,38 +118,23 @@ class Policy:
     # ------------------------------------------------------------------ forward
     def token_logprobs(
         self, input_ids: Tensor, attention_mask: Tensor, *, with_entropy: bool = False, shared_prefix: int = 0,
-        model: Any = None,
+        prefix_group: Tensor | None = None, positions: Tensor | None = None, model: Any = None,
     ) -> tuple[Tensor, Tensor | None]:
         """``[N, T]`` logprobs of each token given the ones before it (0 at t = 0), and
         the entropy of the distribution each token was drawn from (detached) if asked.
 
-        ``shared_prefix`` = P > 0: the first P tokens are the same in every row (the
-        system prompt and few-shot turns every rollout of a task starts with). They go
-        through the model once and their keys/values are shared by all rows — exact, the
-        gradient of the shared part is the sum over rows — and positions ≤ P are returned
-        as 0 (the caller passes P only when none of those tokens is trained)."""
+        ``positions`` (``[N, T]``, e.g. the loss mask): compute only those, 0 elsewhere —
+        the output layer then runs on those positions alone (:mod:`.logprobs`).
+        ``shared_prefix`` = P > 0: the first P tokens are the same in every row (or in every
+        row of one ``prefix_group``): the system prompt and few-shot turns every rollout of a
+        task starts with. They go through the model once per group and their keys/values are
+        shared by its rows — exact, the gradient of the shared part is the sum over rows —
+        and positions ≤ P are returned as 0 (the caller passes P only when none of those
+        tokens is trained)."""
         model = model if model is not None else self.model
         with self.autocast():
-            return self._token_logprobs(model, input_ids, attention_mask, with_entropy, shared_prefix)
-
-    def _token_logprobs(self, model: Any, input_ids: Tensor, attention_mask: Tensor, with_entropy: bool,
-                        shared_prefix: int) -> tuple[Tensor, Tensor | None]:
-        if shared_prefix <= 0 or input_ids.shape[0] == 1 or not prefix_sharing_ok(model):
-            logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
-            lp, ent = shifted_logprobs(logits, input_ids, with_entropy=with_entropy)
-            if shared_prefix > 0:  # the same answer as the shared forward: 0 up to P
-                keep = torch.arange(lp.shape[1], device=lp.device) > shared_prefix
-                lp, ent = lp * keep, None if ent is None else ent * keep
-            return lp, ent
-        P = shared_prefix
-        head = model(input_ids=input_ids[:1, :P], attention_mask=attention_mask[:1, :P], use_cache=True)
-        cache = getattr(head, "cache", None) or head.past_key_values
-        cache.batch_repeat_interleave(input_ids.shape[0])
-        kw = {_cache_argument(model): cache}  # `cache` since transformers 5.x, `past_key_values` before
-        tail = model(input_ids=input_ids[:, P:], attention_mask=attention_mask, use_cache=True, **kw).logits
-        lp, ent = shifted_logprobs(tail, input_ids[:, P:], with_entropy=with_entropy)
-        pad = torch.zeros_like(input_ids[:, :P], dtype=lp.dtype)
-        return torch.cat([pad, lp], dim=1), None if ent is None else torch.cat([pad, ent], dim=1)
+            return _token_logprobs(model, input_ids, attention_mask, with_entropy=with_entropy,
+                                   shared_prefix=shared_prefix, prefix_group=prefix_group, positions=positions)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Compute in ``dtype`` while the weights are float32 (full fine-tuning in bf16)."""
@@ -166,12 +153,14 @@ class Policy:
         finally:
             self.model.train(was_training)
 
-    def inference_logprobs(self, input_ids: Tensor, attention_mask: Tensor, *, shared_prefix: int = 0) -> Tensor:
+    def inference_logprobs(self, input_ids: Tensor, attention_mask: Tensor, *, shared_prefix: int = 0,
+                           prefix_group: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
         """:meth:`token_logprobs` without dropout or gradient: π_prox, and π_old when the
         trainer recomputes it. With dropout on, the same weights would give another ratio
         on every forward, and the clip would act on noise."""
         with self.inference():
-            return self.token_logprobs(input_ids, attention_mask, shared_prefix=shared_prefix)[0]
+            return self.token_logprobs(input_ids, attention_mask, shared_prefix=shared_prefix,
+                                       prefix_group=prefix_group, positions=positions)[0]
 
     @contextlib.contextmanager
     def reference(self) -> Iterator[Any]:
@@ -186,10 +175,12 @@ class Policy:
             raise RuntimeError("full fine-tuning keeps no reference model: create the Policy with keep_reference=True "
                                "(GRPO does this when kl_coef > 0 or log_kl is set)")
 
-    def reference_logprobs(self, input_ids: Tensor, attention_mask: Tensor, *, shared_prefix: int = 0) -> Tensor:
+    def reference_logprobs(self, input_ids: Tensor, attention_mask: Tensor, *, shared_prefix: int = 0,
+                           prefix_group: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
         """log π_ref, without dropout or gradient."""
         with self.inference(), self.reference() as ref:
-            return self.token_logprobs(input_ids, attention_mask, shared_prefix=shared_prefix, model=ref)[0]
+            return self.token_logprobs(input_ids, attention_mask, shared_prefix=shared_prefix,
+                                       prefix_group=prefix_group, positions=positions, model=ref)[0]
 
     # ------------------------------------------------------------------ weights out
     def weight_update(self) -> WeightUpdate:
@@ -244,38 +235,6 @@ class Policy:
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(out)
         return out
-
-
-def shifted_logprobs(logits: Tensor, input_ids: Tensor, *, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
-    """log-softmax of ``logits[:, t-1]`` at ``input_ids[:, t]``, as ``[N, T]`` with 0 at t = 0."""
-    logits = logits[:, :-1].float()
-    targets = input_ids[:, 1:].unsqueeze(-1)
-    lse = torch.logsumexp(logits, dim=-1)
-    lp = logits.gather(-1, targets).squeeze(-1) - lse
-    zero = torch.zeros_like(lp[:, :1])
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            p = torch.softmax(logits, dim=-1)
-            ent = lse - (p * logits).sum(-1)
-            entropy = torch.cat([zero, ent], dim=1)
-    return torch.cat([zero, lp], dim=1), entropy
-
-
-def prefix_sharing_ok(model: Any) -> bool:
-    """Whether a forward of ``model`` may reuse a key/value cache: not while gradient
-    checkpointing is on in a forward that builds a graph — transformers then drops the
-    cache (a replayed layer would append to it twice) — so that forward runs whole."""
-    if not (model.training and torch.is_grad_enabled()):
-        return True
-    return not any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
-
-
-def _cache_argument(model: Any) -> str:
-    import inspect
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 def _is_peft(model: Any) -> bool:

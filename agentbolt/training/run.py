@@ -9,9 +9,18 @@ Around an algorithm's own steps, a run always does the same things, in this orde
 3. **metrics** to the configured sinks (jsonl, store, tensorboard...), closed at the end;
 4. a held-out **evaluation** before training (step 0) and after it (the last step), each
    logged with the policy version it evaluated;
-5. **checkpoints** after steps (the trainable weights, the optimizer, the run state);
-6. the **export** of the trained policy (``export_dir``, or ``run_dir/model``) and the
+5. the **steps** themselves: ``done + 1 .. total``, ended early once ``time_budget_s`` of
+   training is spent;
+6. **checkpoints** after steps (the trainable weights, the optimizer, the run state);
+7. the **export** of the trained policy (``export_dir``, or ``run_dir/model``) and the
    run's wall time for its result.
+
+A run may train **several policies** (``policies=["planner", "solver"]``, one LoRA per
+agent): each keeps its files in ``run_dir/<policy>/`` (checkpoints, published versions,
+adapters) and is exported to ``export_dir/<policy>`` (or ``run_dir/<policy>/model``); a
+resumed run continues from the newest step *every* policy has a checkpoint of (they are
+saved one after the other, so a crash between two saves leaves one policy a step ahead);
+an evaluation is logged with each policy's version (``<policy>/policy_version``).
 
 An algorithm keeps only its own idea — what one step does — and calls these in its
 ``run``. The evaluation is the algorithm's (anything whose result has
@@ -21,14 +30,17 @@ An algorithm keeps only its own idea — what one step does — and calls these 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from agentbolt.training.checkpoint import Checkpoint, CheckpointManager
 
 __all__ = ["Evaluated", "TrainingRun"]
+
+log = logging.getLogger("agentbolt.training")
 
 
 class Evaluated(Protocol):
@@ -43,24 +55,47 @@ E = TypeVar("E", bound=Evaluated)
 class TrainingRun:
     """One training run's directory, id, checkpoints, metrics, evaluations and export.
 
-    ``name`` (``"GRPO"``, ``"SFT"``) prefixes its console lines and the default directory
-    (``runs/grpo-20261202-013000``)."""
+    ``name`` (``"GRPO"``, ``"SFT"``) prefixes its console lines and, unless ``slug`` is
+    given, the default directory (``runs/grpo-20261202-013000``). ``policies``: the names
+    of the policies of a run that trains several (see the module doc)."""
 
     def __init__(self, name: str, console: Any, *, run_dir: str | None, run_name: str | None,
-                 keep_checkpoints: int = 2) -> None:
+                 keep_checkpoints: int = 2, policies: Sequence[str] = (), slug: str | None = None) -> None:
         self.name = name
         self.console = console
         self.t_start = time.perf_counter()
-        self.run_dir = Path(run_dir or f"runs/{name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.run_dir = Path(run_dir or f"runs/{slug or name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.run_id = run_name or self.run_dir.name
         self.checkpoints = CheckpointManager(self.run_dir, keep=keep_checkpoints)
+        self.policy_checkpoints = {p: CheckpointManager(self.policy_dir(p), keep=keep_checkpoints) for p in policies}
+        """Each policy's checkpoints (``run_dir/<policy>/checkpoints``), in a run of several."""
+        for p in policies:
+            self.policy_dir(p).mkdir(exist_ok=True)
         self.metrics: Any = None
+
+    def policy_dir(self, policy: str) -> Path:
+        """``run_dir/<policy>``: one policy's files in a run of several."""
+        return self.run_dir / policy
 
     # ------------------------------------------------------------------ resume, metrics
     def resume_from(self, resume: bool) -> Checkpoint | None:
         """The newest complete checkpoint of this run directory, when ``resume`` is set."""
         return self.checkpoints.latest() if resume else None
+
+    def resume_policies(self, resume: bool) -> dict[str, Checkpoint] | None:
+        """In a run of several policies, when ``resume`` is set: each policy's checkpoint of
+        the newest step that every policy has one of (None: no such step)."""
+        if not resume or not self.policy_checkpoints:
+            return None
+        saved = {p: {path.name: path for path in m.list()} for p, m in self.policy_checkpoints.items()}
+        common = sorted(set.intersection(*(set(steps) for steps in saved.values())))
+        if not common:
+            if any(saved.values()):
+                log.warning("not resuming: the policies %s have no checkpoint of a common step",
+                            sorted(p for p, steps in saved.items() if steps))
+            return None
+        return {p: CheckpointManager.load(steps[common[-1]]) for p, steps in saved.items()}
 
     def open_metrics(self, loggers: Sequence[Any], store: Any, config: Any) -> Any:
         """The run's metrics logger (``config``: the run's pydantic config, recorded once)."""
@@ -76,22 +111,50 @@ class TrainingRun:
             await self.metrics.close()
 
     # ------------------------------------------------------------------ evaluation, checkpoints, export
-    async def evaluate(self, evaluate: Callable[[], Awaitable[E]], step: int, version: int | None) -> E:
-        """Run ``evaluate`` and log its metrics at ``step`` under the policy ``version``."""
+    async def evaluate(self, evaluate: Callable[[], Awaitable[E]], step: int,
+                       version: int | Mapping[str, int | None] | None) -> E:
+        """Run ``evaluate`` and log its metrics at ``step`` under the policy ``version`` —
+        in a run of several policies, ``{policy: version}``, logged as ``<policy>/policy_version``."""
         result = await evaluate()
-        await self.metrics.log(step, result.metrics(version))
+        if isinstance(version, Mapping):
+            await self.metrics.log(step, {**result.metrics(None),
+                                          **{f"{p}/policy_version": v for p, v in version.items()}})
+        else:
+            await self.metrics.log(step, result.metrics(version))
         return result
 
-    async def save(self, step: int, policy: Any, optimizer: dict[str, Any], state: dict[str, Any]) -> None:
+    def steps(self, done: int, total: int, time_budget_s: float | None) -> Iterator[int]:
+        """The steps ``done + 1 .. total``; none after ``time_budget_s`` seconds of them
+        (counted from the first; said on the console)."""
+        t_train = time.monotonic()
+        step = done
+        while step < total:
+            if time_budget_s is not None and time.monotonic() - t_train > time_budget_s:
+                self.console.print(f"[bold]{self.name}[/]: time budget of {time_budget_s:g} s spent after {step} "
+                                   "steps")
+                return
+            step += 1
+            yield step
+
+    async def save(self, step: int, policy: Any, optimizer: dict[str, Any], state: dict[str, Any], *,
+                   of: str | None = None) -> None:
         """Checkpoint ``step``: the policy's trainable weights, the optimizer state, and
-        ``state`` (with the run id), off the event loop."""
-        await asyncio.to_thread(self.checkpoints.save, step, policy.trainable_state(), optimizer,
+        ``state`` (with the run id), off the event loop — ``of``: which policy of several."""
+        checkpoints = self.checkpoints if of is None else self.policy_checkpoints[of]
+        await asyncio.to_thread(checkpoints.save, step, policy.trainable_state(), optimizer,
                                 {**state, "run_id": self.run_id})
 
-    async def export(self, policy: Any, export_dir: str | None) -> Path:
-        """Save the trained policy as a model directory (``export_dir``, or ``run_dir/model``)."""
-        out: Path = await asyncio.to_thread(policy.export, export_dir or str(self.run_dir / "model"))
-        self.console.print(f"[bold]{self.name}[/]: trained policy saved to {out}")
+    async def export(self, policy: Any, export_dir: str | None, *, of: str | None = None,
+                     version: int | None = None) -> Path:
+        """Save the trained policy as a model directory (``export_dir``, or ``run_dir/model``);
+        ``of`` (one policy of several, at ``version``): ``export_dir/<of>``, or ``run_dir/<of>/model``."""
+        if of is None:
+            where, what = export_dir or str(self.run_dir / "model"), "trained policy"
+        else:
+            where = str(Path(export_dir) / of) if export_dir else str(self.policy_dir(of) / "model")
+            what = f"policy {of} (version {version})"
+        out: Path = await asyncio.to_thread(policy.export, where)
+        self.console.print(f"[bold]{self.name}[/]: {what} saved to {out}")
         return out
 
     @property

@@ -29,12 +29,22 @@ import torch
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory (VmHWM: unlike ru_maxrss, not inherited
-    from the parent across fork + exec)."""
+    """This process's peak resident memory since the last :func:`reset_peak_rss` (VmHWM:
+    unlike getrusage's ru_maxrss, which Linux carries over from the parent across
+    fork + exec, it is this process's own)."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def reset_peak_rss() -> None:
+    """Start the peak over from the current RSS (Linux: ``5`` to clear_refs): the peak
+    measured is the update's, as on the agentbolt side."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
 
 
 def _trainer(model_dir: str, lora_r: int, micro: int, accum: int, group_size: int, out_dir: str) -> Any:
@@ -120,6 +130,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as out_dir:
         trainer = _trainer(args.model_dir, args.lora_r, args.micro, n // args.micro, args.group_size, out_dir)
         mbs = _micro_batches(batch, args.micro)
+        reset_peak_rss()
         _update(trainer, mbs[:1])  # warm-up on one micro-batch, like the agentbolt side
         timed = [_update(trainer, mbs) for _ in range(args.reps)]
     print(json.dumps({"peer": f"trl {trl.__version__}", "seconds": [w for w, _ in timed],

@@ -21,7 +21,6 @@ Outputs in ``--run-dir`` (default ``runs/calc_tools``): ``metrics.jsonl``,
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import time
@@ -29,33 +28,26 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # tool_task.py, and examples/_common (what the GRPO examples share)
 
-from tool_task import MAX_TOKENS, calc_tools_agent, heldout_set, train_set
+from _common import (  # noqa: E402
+    fresh_run_dir,
+    grpo_config,
+    grpo_parser,
+    held_out_line,
+    in_process_trainer,
+    pct,
+    plot_curve,
+    run_main,
+)
+from tool_task import MAX_TOKENS, calc_tools_agent, heldout_set, train_set  # noqa: E402
 
-import agentbolt
-from agentbolt.algorithms import GRPO, GRPOConfig, GRPOResult, LoraSettings
+import agentbolt  # noqa: E402
+from agentbolt.algorithms import GRPO, GRPOResult  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--smoke", action="store_true", help="one tiny step: checks the whole path")
-    p.add_argument("--steps", type=int, default=40, help="most policy updates (the time budget usually ends first)")
-    p.add_argument("--minutes", type=float, default=24.0, help="training time budget; evaluations come on top")
-    p.add_argument("--tasks-per-step", type=int, default=8)
-    p.add_argument("--group-size", type=int, default=8)
-    p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--lora-r", type=int, default=16)
-    p.add_argument("--train-size", type=int, default=400)
-    p.add_argument("--val-size", type=int, default=64)
-    p.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help="per model call")
-    p.add_argument("--threads", type=int, default=2, help="torch threads of the engine")
-    p.add_argument("--batch", type=int, default=32, help="engine batch size")
-    p.add_argument("--run-dir", default="runs/calc_tools")
-    p.add_argument("--fresh", action="store_true", help="delete --run-dir first instead of resuming")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    args = grpo_parser(__doc__, run_dir="runs/calc_tools", max_tokens=MAX_TOKENS).parse_args(argv)
     if args.smoke:
         args.steps, args.minutes, args.tasks_per_step, args.group_size = 1, 5.0, 2, 2
         args.train_size, args.val_size = 4, 2
@@ -63,27 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def build_trainer(args: argparse.Namespace, run_dir: Path) -> agentbolt.Trainer:
-    import torch
-
-    from agentbolt.gateway import Gateway
-    from agentbolt.gateway.transformers_engine import TransformersEngine
-    from agentbolt.models import smollm2
-
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
-    engine = TransformersEngine.from_pretrained(smollm2(), num_threads=args.threads, max_batch_size=args.batch,
-                                                default_max_tokens=args.max_tokens)
-    config = GRPOConfig(
-        max_steps=args.steps, time_budget_s=args.minutes * 60, tasks_per_step=args.tasks_per_step,
-        group_size=args.group_size, learning_rate=args.lr, lora=LoraSettings(r=args.lora_r, alpha=2 * args.lora_r),
-        micro_batch_tokens=4096, run_dir=str(run_dir), seed=args.seed, checkpoint_every=1, eval_every=0,
-    )
-    llm = agentbolt.gateway_llm(max_tokens=args.max_tokens)  # each attempt gets its own gateway URL
-    return agentbolt.Trainer(
-        algorithm=GRPO(config), n_runners=1,
-        runner=agentbolt.Runner(concurrency=args.tasks_per_step * args.group_size),
-        store=f"sqlite:///{run_dir / 'store.db'}", gateway=Gateway(engine), resources={"llm": llm},
-    )
+    """GRPO with the engine in this process; the Agents SDK's calls reach its gateway at ``/v1/responses``."""
+    return in_process_trainer(GRPO(grpo_config(args, run_dir, micro_batch_tokens=4096)), args, run_dir)
 
 
 def summary(result: GRPOResult, wall: float) -> dict[str, Any]:
@@ -98,52 +71,18 @@ def summary(result: GRPOResult, wall: float) -> dict[str, Any]:
     }
 
 
-def plot_curve(result: GRPOResult, path: Path) -> Path | None:
-    """Training success per step, with the held-out results before and after."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no learning_curve.png (pip install 'agentbolt[plot]')")
-        return None
-    steps = list(range(1, len(result.history) + 1))
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(steps, [h.get("success_rate") for h in result.history], marker="o", label="train success (T=1)")
-    for x, res, name in ((0, result.before, "held-out before"), (len(steps), result.after, "held-out after")):
-        if res is not None and res.success_rate is not None:
-            ax.scatter([x], [res.success_rate], s=80, zorder=3, label=f"{name} (greedy)")
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("success rate")
-    ax.set_ylim(-0.02, 1.05)
-    ax.set_title("calc_tools: Agents SDK agent, SmolLM2-135M, GRPO + LoRA on CPU")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    run_dir = Path(args.run_dir)
-    if args.fresh and run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = fresh_run_dir(args)
     t0 = time.perf_counter()
     trainer = build_trainer(args, run_dir)
     result: GRPOResult = trainer.fit(calc_tools_agent, train_set(args.train_size), heldout_set(args.val_size))
     out = summary(result, time.perf_counter() - t0)
-    curve = plot_curve(result, run_dir / "learning_curve.png")
-
-    def pct(x: float | None) -> str:
-        return "n/a" if x is None else f"{100 * x:.1f} %"
+    curve = plot_curve(result, run_dir / "learning_curve.png",
+                       "calc_tools: Agents SDK agent, SmolLM2-135M, GRPO + LoRA on CPU", reward=False)
 
     print()
-    print(f"held-out success (greedy, {args.val_size} problems): {pct(out['held_out_before'])} before -> "
-          f"{pct(out['held_out_after'])} after  ({out['improvement_pp'] or 0:+.1f} points)")
+    print(held_out_line(result, args.val_size))
     print(f"{out['steps']} GRPO steps in {out['wall_minutes']:.1f} min (wall, with evaluations); "
           f"merge rate {pct(out['merge_rate'])}")
     print(f"trained model: {out['model_dir']}" + (f"; curve: {curve}" if curve else ""))
@@ -151,9 +90,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from agentbolt.algorithms.failures import NoSuccessfulRolloutsError
-
-    try:
-        main()
-    except NoSuccessfulRolloutsError as exc:  # a broken agent or setup: say what, not a traceback
-        sys.exit(f"\ntraining stopped: {exc}")
+    run_main(main)

@@ -29,7 +29,7 @@ from typing import Any
 import agentbolt
 from agentbolt.adapters import Triplet, TripletAdapter, extract_model_calls, to_jsonl
 from agentbolt.algorithms import Algorithm, AlgorithmContext
-from agentbolt.controller import Harness
+from agentbolt.runner.harness import Harness
 from agentbolt.gateway import Engine, Gateway, GatewayConfig, OpenAIEngine, VLLMEngine
 from agentbolt.server.testing import serve_in_thread
 from agentbolt.types import RolloutMode, RolloutStatus

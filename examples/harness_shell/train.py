@@ -22,46 +22,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "calc"))
+sys.path[:0] = [str(HERE.parent / "calc"), str(HERE.parent)]  # examples/calc's word problems, examples/_common
 
-from task import heldout_set, train_set  # noqa: E402  (examples/calc's word problems)
+from _common import fresh_run_dir, grpo_config, grpo_parser, held_out_line, plot_curve, run_main  # noqa: E402
+from task import heldout_set, train_set  # noqa: E402
 
 import agentbolt  # noqa: E402
-from agentbolt.algorithms import GRPO, GRPOConfig, GRPOResult, LoraSettings  # noqa: E402
-from agentbolt.controller import Harness, Limits, Sandbox  # noqa: E402
+from agentbolt.algorithms import GRPO, GRPOResult  # noqa: E402
+from agentbolt.runner.harness import Harness, Limits, Sandbox  # noqa: E402
 
 COMMAND = ["sh", str(HERE / "agent.sh"), "{question}"]
 EVALUATOR = [sys.executable, str(HERE / "grade.py"), "--expected", "{answer}"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--smoke", action="store_true", help="one tiny step: checks the whole path")
-    p.add_argument("--steps", type=int, default=40, help="most policy updates (the time budget usually ends first)")
-    p.add_argument("--minutes", type=float, default=29.0,
-                   help="training time budget: no step starts after it (evaluations and the last step come on top)")
-    p.add_argument("--tasks-per-step", type=int, default=4)
-    p.add_argument("--group-size", type=int, default=8)
-    p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--lora-r", type=int, default=16)
-    p.add_argument("--train-size", type=int, default=400)
-    p.add_argument("--val-size", type=int, default=64)
-    p.add_argument("--max-tokens", type=int, default=32, help="per model call (the agent asks for this many)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads of the engine (1: a shared or pinned core)")
-    p.add_argument("--batch", type=int, default=32, help="engine batch size")
+    p = grpo_parser(__doc__, run_dir="runs/harness_shell", minutes=29.0, tasks_per_step=4, threads=1,
+                    max_tokens=32)  # the agent asks for --max-tokens; one torch thread: a shared or pinned core
     p.add_argument("--runners", type=int, default=1, help="runner processes")
     p.add_argument("--concurrency", type=int, default=32, help="agents at once per runner process")
-    p.add_argument("--run-dir", default="runs/harness_shell")
-    p.add_argument("--fresh", action="store_true", help="delete --run-dir first instead of resuming")
-    p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.smoke:
         args.steps, args.minutes, args.tasks_per_step, args.group_size = 1, 5.0, 2, 2
@@ -72,11 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def build_trainer(args: argparse.Namespace, run_dir: Path) -> agentbolt.Trainer:
     from agentbolt.gateway import EngineSpec, GatewayConfig, GatewaySpec
 
-    config = GRPOConfig(
-        max_steps=args.steps, time_budget_s=args.minutes * 60, tasks_per_step=args.tasks_per_step,
-        group_size=args.group_size, learning_rate=args.lr, lora=LoraSettings(r=args.lora_r, alpha=2 * args.lora_r),
-        micro_batch_tokens=2048, run_dir=str(run_dir / "grpo"), seed=args.seed, checkpoint_every=1, eval_every=0,
-    )
+    config = grpo_config(args, run_dir / "grpo", micro_batch_tokens=2048)
     # the engine lives in the server process: the per-mode sampling GRPO needs is set here
     gateway = GatewaySpec(
         engine=EngineSpec(kind="transformers", path="smollm2", num_threads=args.threads,
@@ -104,10 +84,7 @@ STEP_KEYS = ("success_rate", "reward/mean", "calls/per_rollout", "rollouts/faile
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    run_dir = Path(args.run_dir)
-    if args.fresh and run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = fresh_run_dir(args)
     import torch
 
     torch.set_num_threads(args.threads)  # the policy update in this process, like the engine
@@ -119,20 +96,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     before = result.before.success_rate if result.before else None
     after = result.after.success_rate if result.after else None
     history = [{k: h.get(k) for k in STEP_KEYS} for h in result.history]
+    events = [h["sandbox/events"] or 0 for h in history]
     out = {"steps": result.steps, "wall_minutes": round(wall / 60, 2), "held_out_before": before,
            "held_out_after": after, "held_out_problems": args.val_size,
            "rollouts_per_step": args.tasks_per_step * args.group_size, "threads": args.threads,
-           "sandbox_events": sum(h["sandbox/events"] or 0 for h in history),
+           "sandbox_events": sum(events),
            "load_start": [round(x, 2) for x in load_start], "load_end": [round(x, 2) for x in os.getloadavg()],
            "history": history}
     (run_dir / "summary.json").write_text(json.dumps(out, indent=2))
-    curve = plot_curve(result, run_dir / "learning_curve.png")
-
-    def pct(x: float | None) -> str:
-        return "n/a" if x is None else f"{100 * x:.1f} %"
+    curve = plot_curve(result, run_dir / "learning_curve.png",
+                       "agent.sh (POSIX shell, sandboxed), SmolLM2-135M-Instruct, GRPO + LoRA",
+                       bars=("sandbox events / 10", [e / 10 for e in events]))
 
     print()
-    print(f"held-out success (greedy, {args.val_size} problems): {pct(before)} before -> {pct(after)} after")
+    print(held_out_line(result, args.val_size))
     print(f"{result.steps} GRPO steps in {wall / 60:.1f} min (wall, with evaluations); "
           f"sandbox events per step: {[h['sandbox/events'] for h in history]}")
     print(f"summary: {run_dir / 'summary.json'}" + (f", curve: {curve}" if curve else ""))
@@ -144,36 +121,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             raise SystemExit(1)
         print("smoke check passed")
     return out
-
-
-def plot_curve(result: GRPOResult, path: Path) -> Path | None:
-    """Per step: training success (sampled at T=1), mean reward and the sandbox's blocked
-    attempts; the greedy held-out success before (step 0) and after (last step)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no learning_curve.png (pip install 'agentbolt[plot]')")
-        return None
-    steps = list(range(1, len(result.history) + 1))
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(steps, [h.get("success_rate") for h in result.history], marker="o", label="train success (T=1)")
-    ax.plot(steps, [h.get("reward/mean") for h in result.history], marker=".", alpha=0.6, label="train mean reward")
-    events = [h.get("sandbox/events") or 0 for h in result.history]
-    ax.bar(steps, [e / 10 for e in events], width=0.3, color="red", alpha=0.5, label="sandbox events / 10")
-    for x, res, name in ((0, result.before, "held-out before"), (len(steps), result.after, "held-out after")):
-        if res is not None and res.success_rate is not None:
-            ax.scatter([x], [res.success_rate], s=80, zorder=3, label=f"{name} (greedy)")
-    ax.set(xlabel="GRPO step", ylabel="rate", ylim=(-0.02, 1.15),
-           title="agent.sh (POSIX shell, sandboxed), SmolLM2-135M-Instruct, GRPO + LoRA")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def smoke_problems(result: GRPOResult, args: argparse.Namespace) -> list[str]:
@@ -197,9 +144,4 @@ def smoke_problems(result: GRPOResult, args: argparse.Namespace) -> list[str]:
 
 
 if __name__ == "__main__":
-    from agentbolt.algorithms.failures import NoSuccessfulRolloutsError
-
-    try:
-        main()
-    except NoSuccessfulRolloutsError as exc:  # a broken agent or setup: say what, not a traceback
-        sys.exit(f"\ntraining stopped: {exc}")
+    run_main(main)

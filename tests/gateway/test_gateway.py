@@ -33,7 +33,8 @@ def test_an_unmodified_openai_client_is_answered_and_its_call_recorded(world: Ga
     assert request["messages"] == MESSAGES and request["tools"] == TOOLS
     response = json.loads(attrs["agentbolt.llm.response"])
     assert response["choices"][0]["message"]["content"] == REPLY
-    assert attrs["agentbolt.llm.prompt_token_ids"] == response["prompt_token_ids"]
+    assert attrs["agentbolt.llm.prompt_token_ids"] == answer.model_extra["prompt_token_ids"]
+    assert "prompt_token_ids" not in response  # stored once: in the attribute, not in the recorded response
     assert attrs["agentbolt.llm.response_token_ids"] == [100, 101, 102, 103]
     assert attrs["agentbolt.llm.response_logprobs"] == [-0.5, -1.5, -2.5, -3.5]
     assert attrs["agentbolt.llm.token_ids_source"] == "engine"

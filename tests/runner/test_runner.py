@@ -12,7 +12,7 @@ import pytest
 from agentbolt.runner import AttemptStopped, Hooks, RetryableError, Runner
 from agentbolt.store.memory import MemoryStore
 from agentbolt.tracing import emit_message, emit_reward
-from agentbolt.types import AttemptStatus, RolloutConfig, RolloutStatus, Span, WorkerStatus
+from agentbolt.types import LLM, AttemptStatus, RolloutConfig, RolloutStatus, Span, WorkerStatus
 
 
 async def spans_named(store: MemoryStore, rollout_id: str, name: str) -> list[Span]:
@@ -310,6 +310,40 @@ async def test_max_rollouts_limits_the_claims(store: MemoryStore) -> None:
     stats = await Runner(lambda task: 1.0, store=store, concurrency=2).run(max_rollouts=3)
     assert stats.claimed == 3
     assert (await store.stats()).queue_depth == 2
+
+
+async def test_attempts_claimed_together_fetch_their_resources_version_once(store: MemoryStore) -> None:
+    """Every GRPO publish makes a new resources version; the attempts claimed just after
+    it share one fetch of it instead of one each — and a failed fetch is tried again."""
+    fetched: list[int] = []
+    fail_first = True
+    original = store.get_resources
+
+    async def get_resources(version: int | None = None) -> Any:
+        nonlocal fail_first
+        fetched.append(version or 0)
+        await asyncio.sleep(0.05)  # the answer takes a while: the other attempts start meanwhile
+        if fail_first:
+            fail_first = False
+            raise ConnectionError("the store hiccuped")
+        return await original(version)
+
+    store.get_resources = get_resources  # type: ignore[method-assign]
+    seen: list[str] = []
+
+    async def agent(task: Any, llm: LLM) -> float:
+        seen.append(llm.model)
+        return 1.0
+
+    await store.add_resources({"llm": LLM(endpoint="http://127.0.0.1:9/v1", model="m1")})
+    for i in range(8):
+        await store.enqueue_rollout(i, config=RolloutConfig(max_attempts=2))
+    stats = await Runner(agent, store=store, concurrency=8).run(stop_when_idle=True)
+    # the first fetch, shared by all eight, failed them all (a connection error: retryable); the
+    # retries fetched again, once
+    assert (stats.claimed, stats.failed, stats.succeeded) == (16, 8, 8)
+    assert seen == ["m1"] * 8
+    assert fetched == [1, 1]
 
 
 # --------------------------------------------------------------------------- shutdown

@@ -230,6 +230,24 @@ async def test_a_batch_mixing_re_sent_and_new_spans_numbers_only_the_new_ones(sq
     assert [(s.span_id, s.sequence_id) for s in stored] == [("a", 0), ("b", 1), ("c", 2), ("d", 3)]
 
 
+@pytest.mark.parametrize("size", [1, 3, 128, 129, 300])
+async def test_a_span_batch_of_any_size_is_stored_whole_and_in_order(sqlite_store: SqliteStore, size: int) -> None:
+    # many rows go in a few multi-row INSERTs (power-of-two chunks); none may be lost or reordered
+    await sqlite_store.enqueue_rollout("x")
+    claim = await sqlite_store.claim_rollout("w")
+    assert claim is not None
+    rid, aid = claim.rollout.rollout_id, claim.attempt.attempt_id
+    await sqlite_store.add_spans([_span(rid, aid, "first", span_id="first")])
+
+    out = await sqlite_store.add_spans(
+        [_span(rid, aid, f"s{i}", span_id=f"s{i}") for i in range(size)] + [_span(rid, aid, "re", span_id="first")]
+    )
+
+    assert [s.sequence_id for s in out] == [*range(1, size + 1), 0]
+    stored = await sqlite_store.get_spans(rid)
+    assert [(s.span_id, s.sequence_id) for s in stored] == [("first", 0)] + [(f"s{i}", i + 1) for i in range(size)]
+
+
 # ---------------------------------------------------------------------------- several writers on one file
 async def test_two_store_objects_on_one_file_expire_an_attempt_once(db: Path) -> None:
     one, two = SqliteStore(db, deadline_check_interval=3600), SqliteStore(db, deadline_check_interval=3600)

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller.helpers import PY, script
+from runner.harness.helpers import PY, script
 from fakes.openai_server import FakeOpenAI, serve_fake_openai
 
 from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult
-from agentbolt.controller import Harness
+from agentbolt.runner.harness import Harness
 from agentbolt.execution import MultiProcessStrategy
 from agentbolt.gateway import (
     EngineSpec,

@@ -195,7 +195,7 @@ class GRPO(Algorithm):
         metrics = run.open_metrics(cfg.loggers, ctx.store, cfg)
         await ensure_gateway_llm(ctx)
         result = GRPOResult(steps=0, policy_version=None, run_dir=run_dir)
-        step = 0
+        done = 0  # steps trained before this process (a resumed run's)
         version = await control.policy_version() or 0
         found = run.resume_from(cfg.resume)
         if found is not None:
@@ -203,10 +203,10 @@ class GRPO(Algorithm):
             update.load_state_dict(found.optimizer)
             scheduler.restore(found.state["scheduler"])
             await scheduler.cancel_lost()
-            step = found.step
+            done = found.step
             version = await sync.resume(found.state, update.steps)
             dist.broadcast_object({"resume": str(found.path)})
-            self.console.print(f"[bold]GRPO[/]: resumed from {found.path} (step {step}, policy version {version})")
+            self.console.print(f"[bold]GRPO[/]: resumed from {found.path} (step {done}, policy version {version})")
         else:
             sync.start(version, update.steps)
             if dist.is_distributed():  # every rank starts from rank 0's weights (a fresh LoRA init is random)
@@ -214,14 +214,9 @@ class GRPO(Algorithm):
         try:
             if cfg.eval_before and ctx.val_dataset and found is None:
                 result.before = await run.evaluate(lambda: self._evaluate(ctx, "before training"), 0, version)
-            with self._progress(cfg.max_steps, step) as progress:
-                t_train = time.monotonic()
-                while step < cfg.max_steps:
-                    if cfg.time_budget_s is not None and time.monotonic() - t_train > cfg.time_budget_s:
-                        self.console.print(f"[bold]GRPO[/]: time budget of {cfg.time_budget_s:g} s spent after "
-                                           f"{step} steps")
-                        break
-                    step += 1
+            step = done
+            with self._progress(cfg.max_steps, done) as progress:
+                for step in run.steps(done, cfg.max_steps, cfg.time_budget_s):
                     values, version = await self._step(ctx, control, policy, update, scheduler, step, version)
                     if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps and ctx.val_dataset:
                         values.update((await self._evaluate(ctx, f"step {step}")).metrics(version))

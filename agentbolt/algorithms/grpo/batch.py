@@ -6,8 +6,9 @@ R_m / R is exactly its share of the batch loss, and gradient accumulation adds u
 loss of the whole batch.
 
 Micro-batches follow the order of the samples, so the rollouts of one task's group —
-which start with the same prompt — tend to share one; that common prefix then goes through
-the model once (:func:`shared_prefix`).
+which start with the same prompt — tend to share one; a prefix common to the rows then
+goes through the model once (:func:`shared_prefix`), or once per task when the rows hold
+several tasks' prompts (:func:`prefix_groups`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from torch import Tensor
 
 from agentbolt.adapters.samples import Sample
 
-__all__ = ["MIN_SHARED_PREFIX", "TrainBatch", "collate", "group_by_rollout", "micro_batches", "shared_prefix"]
+__all__ = ["MIN_SHARED_PREFIX", "TrainBatch", "collate", "group_by_rollout", "micro_batches", "prefix_groups",
+           "shared_prefix"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +38,9 @@ class TrainBatch:
     """0..R_m−1: which of this batch's rollouts each sample belongs to."""
     num_rollouts: int
     shared_prefix: int = 0
-    """Leading tokens identical in every row and trained in none (see :func:`shared_prefix`)."""
+    """Leading tokens identical in every row (of one prefix group) and trained in none (see :func:`prefix_groups`)."""
+    prefix_group: Tensor | None = None
+    """``[N]`` ids 0..G−1: rows of one group share their first ``shared_prefix`` tokens; None: all rows do."""
 
     @property
     def num_tokens(self) -> int:
@@ -45,7 +49,8 @@ class TrainBatch:
     def to(self, device: torch.device) -> TrainBatch:
         return TrainBatch(self.input_ids.to(device), self.attention_mask.to(device), self.loss_mask.to(device),
                           self.old_logprobs.to(device), self.advantages.to(device), self.rollout_index.to(device),
-                          num_rollouts=self.num_rollouts, shared_prefix=self.shared_prefix)
+                          num_rollouts=self.num_rollouts, shared_prefix=self.shared_prefix,
+                          prefix_group=None if self.prefix_group is None else self.prefix_group.to(device))
 
 
 def collate(samples: Sequence[Sample], pad_id: int = 0) -> TrainBatch:
@@ -68,8 +73,9 @@ def collate(samples: Sequence[Sample], pad_id: int = 0) -> TrainBatch:
         old[n, :L] = torch.tensor(s.logprobs, dtype=torch.float32)
         index.append(order.setdefault(s.rollout_id, len(order)))
     adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
-    return TrainBatch(ids, attn, mask, old, adv, torch.tensor(index, dtype=torch.long), len(order),
-                      shared_prefix(samples))
+    P, group = prefix_groups(samples)
+    return TrainBatch(ids, attn, mask, old, adv, torch.tensor(index, dtype=torch.long), len(order), P,
+                      None if group is None else torch.tensor(group, dtype=torch.long))
 
 
 MIN_SHARED_PREFIX = 16
@@ -93,6 +99,34 @@ def shared_prefix(samples: Sequence[Sample]) -> int:
     first_trained = min((s.loss_mask.index(1) if 1 in s.loss_mask else len(s.loss_mask)) for s in samples)
     P = min(lcp, first_trained) - 1
     return P if P >= MIN_SHARED_PREFIX else 0
+
+
+def prefix_groups(samples: Sequence[Sample]) -> tuple[int, list[int] | None]:
+    """P and, per row, the id of its prefix group (None: one group of all rows), chosen to
+    run the fewest tokens: the prefix all rows share (:func:`shared_prefix`), or — when the
+    rows hold several tasks' prompts — each group's own, cut to the shortest group's
+    length: rows with the same first P + 1 tokens, none trained, form a group.
+    (0, None) when neither saves anything."""
+    N = len(samples)
+    if N < 2:
+        return 0, None
+    total = sum(len(s.token_ids) for s in samples)
+    best: int = total
+    choice: tuple[int, list[int] | None] = (0, None)
+    P = shared_prefix(samples)
+    if P and total - (N - 1) * P < best:
+        best, choice = total - (N - 1) * P, (P, None)
+    K = min(_first_trained(s) for s in samples) - 1
+    if K >= MIN_SHARED_PREFIX and K > P:
+        ids: dict[tuple[int, ...], int] = {}
+        group = [ids.setdefault(tuple(s.token_ids[: K + 1]), len(ids)) for s in samples]
+        if total - (N - len(ids)) * K < best:
+            choice = (K, group)
+    return choice
+
+
+def _first_trained(sample: Sample) -> int:
+    return sample.loss_mask.index(1) if 1 in sample.loss_mask else len(sample.loss_mask)
 
 
 def group_by_rollout(samples: Sequence[Sample]) -> list[list[Sample]]:

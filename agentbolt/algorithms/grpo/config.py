@@ -34,8 +34,14 @@ class GRPOConfig(BaseModel):
     """``sync``: sample a batch of groups, then train on it. ``async``: keep
     ``groups_in_flight`` groups running and train on the first complete ones."""
     groups_in_flight: int | None = Field(None, ge=1, description="async: groups kept running (default 2 x "
+                                                                 "tasks_per_step; at most (max_policy_lag + 1) x "
                                                                  "tasks_per_step).")
-    max_policy_lag: int = Field(1, ge=0, description="async: drop rollouts with tokens older than this many versions.")
+    max_policy_lag: int = Field(2, ge=0, description="async: drop rollouts with tokens older than this many versions "
+                                                     "(younger ones are importance-corrected).")
+    """2 by default: a group carried over twice (its long rollouts) is still trained, its
+    tokens weighed by min(π_prox / π_behav, ``is_cap``) against the logprobs the engine
+    recorded; with 1, such groups were dropped (a bias toward short episodes, and 18 % of
+    the started rollouts wasted in ``benchmarks/async_speedup.py``)."""
     shuffle: bool = True
     seed: int = 0
     agent_match: str | None = None
@@ -123,14 +129,29 @@ class GRPOConfig(BaseModel):
                 f"groups_in_flight ({self.groups_in_flight}) must be at least tasks_per_step ({self.tasks_per_step}): "
                 "async training needs at least one batch of groups running"
             )
+        in_flight = self.groups_in_flight
+        if self.schedule == "async" and in_flight is not None and in_flight > self.max_in_flight:
+            raise ValueError(
+                f"groups_in_flight ({in_flight}) is more than (max_policy_lag + 1) x tasks_per_step "
+                f"({self.max_in_flight}): with groups of similar lengths, the last group started waits for "
+                f"{in_flight // self.tasks_per_step - 1} updates before it is trained, so it would be "
+                "sampled only to be dropped as too stale. Lower groups_in_flight or raise max_policy_lag"
+            )
         return self
+
+    @property
+    def max_in_flight(self) -> int:
+        """Admission bound of the async schedule: (``max_policy_lag`` + 1) x ``tasks_per_step``
+        groups. One more batch would be too stale by construction when groups last alike
+        (each step hands out ``tasks_per_step`` groups, oldest first among the complete)."""
+        return (self.max_policy_lag + 1) * self.tasks_per_step
 
     @property
     def in_flight(self) -> int:
         """Groups kept running: one batch for ``sync``, ``groups_in_flight`` for ``async``."""
         if self.schedule == "sync":
             return self.tasks_per_step
-        return self.groups_in_flight or 2 * self.tasks_per_step
+        return self.groups_in_flight or min(2 * self.tasks_per_step, self.max_in_flight)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> GRPOConfig:

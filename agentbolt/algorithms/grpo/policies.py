@@ -10,12 +10,15 @@ The agents pick their policy by model name (``model="solver"``). Every step samp
 batch of groups for all policies; then each policy, in turn, is trained by its **own**
 GRPO update on its **own** agents' samples — :class:`~agentbolt.adapters.SampleAdapter`
 with that policy's ``agent_match`` — and published to its own engine under its own
-version, with its own checkpoints (``run_dir/<policy>/``) and export
-(``run_dir/<policy>/model``, or ``export_dir/<policy>``); an interrupted run resumes
-from the newest step all policies have a checkpoint of. The advantages are the rollout's,
-shared: A_i = r_i − mean of the group, whichever agent's tokens carry it. Metrics are the shared ones (reward,
-success, groups) plus each policy's under ``<policy>/...`` (``solver/train/loss``,
-``solver/policy_version``, ``solver/agents/solver/tokens_trained``...).
+version. The advantages are the rollout's, shared: A_i = r_i − mean of the group,
+whichever agent's tokens carry it. Metrics are the shared ones (reward, success, groups)
+plus each policy's under ``<policy>/...`` (``solver/train/loss``, ``solver/policy_version``,
+``solver/agents/solver/tokens_trained``...).
+
+The run around the steps is :class:`~agentbolt.training.run.TrainingRun`'s, with one
+directory per policy: its checkpoints (``run_dir/<policy>/``), its export
+(``run_dir/<policy>/model``, or ``export_dir/<policy>``), and resuming from the newest
+step all policies have a checkpoint of.
 
 Every other setting is :class:`~.config.GRPOConfig`'s, the same for all policies
 (``agent_match`` is set per policy). Not supported yet: ``schedule="async"``,
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +59,6 @@ class PolicyRun:
     sync: PolicySync
     update: Any
     version: int | None
-    checkpoints: Any
     export_dir: Path | None = None
 
 
@@ -88,39 +89,35 @@ class GRPOPolicies(Algorithm):
 
     # ------------------------------------------------------------------ run
     async def run(self, ctx: AlgorithmContext) -> dict[str, GRPOResult]:
+        from agentbolt.algorithms.failures import FailedStepsWatch
         from agentbolt.algorithms.gateway_access import ensure_gateway_llm
-        from agentbolt.metrics import MetricsLogger
+        from agentbolt.training.run import TrainingRun
 
         cfg = self.config
-        t_start = time.perf_counter()
         control = GRPO._control(ctx)
-        run_dir = Path(cfg.run_dir or f"runs/grpo-policies-{time.strftime('%Y%m%d-%H%M%S')}")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        self.runs = {name: await self._start(name, grpo, control, run_dir) for name, grpo in self.grpos.items()}
+        training = TrainingRun("GRPO", self.console, run_dir=cfg.run_dir, run_name=cfg.run_name,
+                               keep_checkpoints=cfg.keep_checkpoints, policies=list(self.grpos), slug="grpo-policies")
+        self.runs = {name: await self._start(name, grpo, control, training.policy_dir(name))
+                     for name, grpo in self.grpos.items()}
+        first = next(iter(self.grpos))
+        failed_steps = FailedStepsWatch(cfg.max_failed_steps, f"GRPO {first}")
         scheduler = GroupScheduler(ctx, ctx.train_dataset or [], group_size=cfg.group_size, in_flight=cfg.in_flight,
                                    shuffle=cfg.shuffle, seed=cfg.seed, timeout=cfg.rollout_timeout)
-        metrics = MetricsLogger.from_names(cfg.loggers, run_dir=run_dir, store=ctx.store,
-                                           run_id=cfg.run_name or run_dir.name, config=cfg.model_dump(mode="json"))
+        metrics = training.open_metrics(cfg.loggers, ctx.store, cfg)
         await ensure_gateway_llm(ctx)
-        first = next(iter(self.grpos.values()))
-        results = {name: GRPOResult(steps=0, policy_version=r.version, run_dir=run_dir / name)
+        results = {name: GRPOResult(steps=0, policy_version=r.version, run_dir=training.policy_dir(name))
                    for name, r in self.runs.items()}
-        step = await self._resume(scheduler) if cfg.resume else 0
+        done = await self._resume(training.resume_policies(cfg.resume), scheduler)
         try:
             before = None
-            if cfg.eval_before and ctx.val_dataset and step == 0:
-                before = await first._evaluate(ctx, "before training")
-                await metrics.log(0, {**before.metrics(None), **self._versions()})
-            t_train = time.monotonic()
-            while step < cfg.max_steps:
-                if cfg.time_budget_s is not None and time.monotonic() - t_train > cfg.time_budget_s:
-                    self.console.print(f"[bold]GRPO[/]: time budget of {cfg.time_budget_s:g} s spent after {step} "
-                                       "steps")
-                    break
-                step += 1
+            if cfg.eval_before and ctx.val_dataset and done == 0:
+                before = await training.evaluate(lambda: self.grpos[first]._evaluate(ctx, "before training"), 0,
+                                                 self._versions())
+            step = done
+            for step in training.steps(done, cfg.max_steps, cfg.time_budget_s):
                 groups = await scheduler.next_batch(cfg.tasks_per_step, None)
                 await control.flush()
-                await first._failed_steps.check(ctx.store, [r for g in groups for r in g.rollouts], step)
+                await failed_steps.check(ctx.store, [r for g in groups for r in g.rollouts], step)
                 values: dict[str, Any] = {}
                 for i, run in enumerate(self.runs.values()):
                     values.update(await self._train(ctx, run, groups, with_batch_metrics=i == 0))
@@ -128,50 +125,37 @@ class GRPOPolicies(Algorithm):
                 for name, run in self.runs.items():
                     results[name].history.append(values)
                     if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
-                        await asyncio.to_thread(run.checkpoints.save, step, run.policy.trainable_state(),
-                                                run.update.state_dict(), {"policy_version": run.version,
-                                                                          "scheduler": scheduler.state(),
-                                                                          **run.sync.state()})
+                        await training.save(step, run.policy, run.update.state_dict(),
+                                            {"policy_version": run.version, "scheduler": scheduler.state(),
+                                             **run.sync.state()}, of=name)
                 self.console.print(f"[bold]GRPO[/] step {step}: " + ", ".join(
                     f"{name} v{run.version}" for name, run in self.runs.items()))
             after = None
             if cfg.eval_after and ctx.val_dataset:
-                after = await first._evaluate(ctx, "after training")
-                await metrics.log(step, {**after.metrics(None), **self._versions()})
+                after = await training.evaluate(lambda: self.grpos[first]._evaluate(ctx, "after training"), step,
+                                                self._versions())
             for name, run in self.runs.items():
-                export = str(Path(cfg.export_dir) / name) if cfg.export_dir else str(run_dir / name / "model")
-                run.export_dir = await asyncio.to_thread(run.policy.export, export)
+                run.export_dir = await training.export(run.policy, cfg.export_dir, of=name, version=run.version)
                 results[name].export_dir, results[name].steps = run.export_dir, step
                 results[name].policy_version, results[name].before, results[name].after = run.version, before, after
-                self.console.print(f"[bold]GRPO[/]: policy {name} (version {run.version}) saved to {run.export_dir}")
             await _cancel_pending(ctx, scheduler)  # after a crash they stay: a resumed run picks them up
         finally:
-            await metrics.close()
+            await training.close()
         for result in results.values():
-            result.seconds = time.perf_counter() - t_start
+            result.seconds = training.seconds
         return results
 
     def _versions(self) -> dict[str, int | None]:
         """Each policy's version now, as logged with an evaluation (``<policy>/policy_version``)."""
-        return {f"{name}/policy_version": run.version for name, run in self.runs.items()}
+        return {name: run.version for name, run in self.runs.items()}
 
-    async def _resume(self, scheduler: GroupScheduler) -> int:
-        """Continue from the newest step every policy has a checkpoint of (they are written
-        together, but a crash between two policies' saves leaves one a step ahead): each
-        policy gets its weights and optimizer back and republishes them under a version of
-        its own never used before; the task stream continues where it was. 0: nothing to resume."""
-        steps = [{p.name: p for p in run.checkpoints.list()} for run in self.runs.values()]
-        common = sorted(set.intersection(*(set(s) for s in steps)))
-        if not common:
-            if any(steps):
-                log.warning("not resuming: the policies %s have no checkpoint of a common step",
-                            sorted(n for n, s in zip(self.runs, steps, strict=True) if s))
+    async def _resume(self, found: Mapping[str, Any] | None, scheduler: GroupScheduler) -> int:
+        """Continue from ``found``, each policy's checkpoint of one step (see
+        :meth:`~agentbolt.training.run.TrainingRun.resume_policies`): each policy gets its
+        weights and optimizer back and republishes them under a version of its own never
+        used before; the task stream continues where it was. 0: nothing to resume."""
+        if not found:
             return 0
-        from agentbolt.training.checkpoint import CheckpointManager
-
-        found = {
-            name: CheckpointManager.load(by_step[common[-1]]) for name, by_step in zip(self.runs, steps, strict=True)
-        }
         for name, run in self.runs.items():
             checkpoint = found[name]
             run.policy.load_trainable_state(checkpoint.weights)
@@ -181,32 +165,28 @@ class GRPOPolicies(Algorithm):
         if "scheduler" in state:
             scheduler.restore(state["scheduler"])
             await scheduler.cancel_lost()
-        step = next(iter(found.values())).step
+        step: int = next(iter(found.values())).step
         self.console.print(f"[bold]GRPO[/]: resumed at step {step} from " + ", ".join(
             f"{name} {c.path} (version {self.runs[name].version})" for name, c in found.items()))
         return step
 
     async def _start(self, name: str, grpo: GRPO, control: Any, run_dir: Path) -> PolicyRun:
-        from agentbolt.algorithms.failures import FailedStepsWatch
+        """Policy ``name``'s trainer, publisher and update, its files in ``run_dir``."""
         from agentbolt.algorithms.grpo.update import PolicyUpdate
         from agentbolt.gateway.policies import PolicyControl
-        from agentbolt.training.checkpoint import CheckpointManager
         from agentbolt.training.publish import engine_info, policy_device
 
         scoped = PolicyControl(control, name)
         cfg = grpo.config
-        (run_dir / name).mkdir(parents=True, exist_ok=True)
         info = await engine_info(scoped)
         policy = await asyncio.to_thread(grpo._make_policy, scoped, policy_device(cfg.device, info))
         grpo.policy = policy
-        sync = grpo._sync = PolicySync(scoped, policy, info, cfg, run_dir / name)
-        grpo._failed_steps = FailedStepsWatch(cfg.max_failed_steps, f"GRPO {name}")
+        sync = grpo._sync = PolicySync(scoped, policy, info, cfg, run_dir)
         update = PolicyUpdate(policy, cfg, recompute_old=sync.recompute_old)
         version = await scoped.policy_version() or 0
         sync.start(version, update.steps)
         self.console.print(f"[bold]GRPO[/] {name} ({cfg.agent_match}): {sync.describe(policy)}")
-        return PolicyRun(name, grpo, policy, sync, update, version,
-                         CheckpointManager(run_dir / name, keep=cfg.keep_checkpoints))
+        return PolicyRun(name, grpo, policy, sync, update, version)
 
     async def _train(self, ctx: AlgorithmContext, run: PolicyRun, groups: list[Group], *,
                      with_batch_metrics: bool) -> dict[str, Any]:

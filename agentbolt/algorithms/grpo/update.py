@@ -4,9 +4,10 @@ Per optimizer pass (``ppo_epochs`` of them):
 
 1. split the batch's rollouts over data-parallel ranks (:mod:`.distributed`), then into
    micro-batches of whole rollouts (:mod:`.batch`);
-2. per micro-batch: logprobs under π_θ, the loss of :func:`.loss.grpo_loss` (normalised
-   per rollout) scaled by R_m / R, backward — the gradients add up to those of the loss
-   of the whole batch;
+2. per micro-batch: logprobs under π_θ at the trained positions only (the output layer
+   runs on those alone; each task's shared prompt runs once: :mod:`agentbolt.training.logprobs`),
+   the loss of :func:`.loss.grpo_loss` (normalised per rollout) scaled by R_m / R,
+   backward — the gradients add up to those of the loss of the whole batch;
 3. sum gradients over ranks, clip their global norm, step AdamW.
 
 Before the first pass, ``prox_logprobs`` (π_θ at the start of the update, no dropout)
@@ -122,7 +123,7 @@ class PolicyUpdate:
             last = epoch == cfg.ppo_epochs - 1
             for batch, (prox, ref) in zip(batches, extras, strict=True):
                 lp, ent = policy.token_logprobs(batch.input_ids, batch.attention_mask, with_entropy=last,
-                                                shared_prefix=batch.shared_prefix)
+                                                **_forward_args(batch))
                 out = grpo_loss(lp, batch.old_logprobs, batch.advantages, batch.loss_mask, batch.rollout_index,
                                 prox_logprobs=prox, ref_logprobs=ref, entropy=ent, eps_low=cfg.eps_low,
                                 eps_high=cfg.eps_high, is_cap=cfg.is_cap, kl_coef=cfg.kl_coef)
@@ -147,12 +148,16 @@ class PolicyUpdate:
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         prox = ref = None
         if stale_rows:
-            prox = self.policy.inference_logprobs(batch.input_ids, batch.attention_mask,
-                                                  shared_prefix=batch.shared_prefix)
+            prox = self.policy.inference_logprobs(batch.input_ids, batch.attention_mask, **_forward_args(batch))
         if want_ref:
-            ref = self.policy.reference_logprobs(batch.input_ids, batch.attention_mask,
-                                                 shared_prefix=batch.shared_prefix)
+            ref = self.policy.reference_logprobs(batch.input_ids, batch.attention_mask, **_forward_args(batch))
         return prox, ref
+
+
+def _forward_args(batch: TrainBatch) -> dict[str, Any]:
+    """Logprobs at the trained positions only (the loss masks the rest), shared prompts once."""
+    return {"shared_prefix": batch.shared_prefix, "prefix_group": batch.prefix_group,
+            "positions": batch.loss_mask}
 
 
 def _is_stale(sample: Sample, version: int | None) -> bool:

@@ -34,6 +34,7 @@ from torch import Tensor
 
 from agentbolt.algorithms.sft.chat_data import IGNORE_INDEX, ChatSample
 from agentbolt.algorithms.sft.config import SFTConfig
+from agentbolt.training.logprobs import prefixed_hidden, split_head
 from agentbolt.training.policy import Policy, prefix_sharing_ok
 
 __all__ = ["SFTStats", "SFTUpdate", "assistant_nll", "learning_rate_at", "shared_prefix_length"]
@@ -98,23 +99,16 @@ def assistant_nll(model: Any, input_ids: Tensor, attention_mask: Tensor, labels:
     an agent start with). They go through the model once and their keys/values are
     shared by every row — exact: the gradient of the shared part is the sum over rows.
     Not under gradient checkpointing, which turns the cache off: then the rows run whole."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    backbone = getattr(base, getattr(base, "base_model_prefix", ""), None)
-    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
-    config = getattr(base, "config", None)
-    plain_head = not (getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None))
-    if backbone is None or backbone is base or head is None or not plain_head:
+    split = split_head(model)
+    if split is None:
         targets = labels[:, 1:]
         mask = targets != IGNORE_INDEX
         logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
         return F.cross_entropy(logits[:, :-1][mask].float(), targets[mask], reduction="sum"), int(mask.sum())
+    backbone, head = split
     P = shared_prefix if input_ids.shape[0] > 1 and prefix_sharing_ok(backbone) else 0
-    if P > 0:
-        first = backbone(input_ids=input_ids[:1, :P], attention_mask=attention_mask[:1, :P], use_cache=True)
-        cache = getattr(first, "cache", None) or first.past_key_values
-        cache.batch_repeat_interleave(input_ids.shape[0])
-        hidden = backbone(input_ids=input_ids[:, P:], attention_mask=attention_mask, use_cache=True,
-                          **{_cache_argument(backbone): cache}).last_hidden_state  # positions P..T-1
+    if P > 0:  # positions P..T-1
+        hidden = prefixed_hidden(backbone, input_ids, attention_mask, P, None)
     else:
         hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
     targets = labels[:, P + 1 :]  # hidden state at position t predicts token t + 1
@@ -134,12 +128,6 @@ def shared_prefix_length(samples: Sequence[ChatSample]) -> int:
     while n < limit and all(s.input_ids[n] == first[n] for s in samples):
         n += 1
     return max(n, 0)
-
-
-def _cache_argument(module: Any) -> str:
-    import inspect
-
-    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
 
 
 def micro_batches(samples: Sequence[ChatSample], token_budget: int) -> list[list[ChatSample]]:

@@ -29,6 +29,7 @@ their usual exceptions.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import orjson
@@ -236,38 +237,49 @@ def _require_admin(request: Request, action: str) -> Response | None:
     return None
 
 
-@gateway_router.post("/v1/gateway/pause", summary="Pause the gateway (new calls get 429); optionally drain")
-async def pause(request: Request, drain: bool = False, timeout: float | None = None) -> Response:
-    """Pause before a weight update; with ``drain=true`` answer once no call is in flight."""
-    denied = _require_admin(request, "pausing the gateway")
+async def _admin_status(request: Request, action: str,
+                        change: Callable[[Gateway], Awaitable[Response | None]] | None = None) -> Response:
+    """What the three admin routes share: admin only (``action`` names what was refused),
+    then ``change`` the gateway (it may answer an error instead), then answer its status."""
+    denied = _require_admin(request, action)
     if denied is not None:
         return denied
     gateway = gateway_of(request)
-    gateway.pause()
-    if drain:
-        try:
-            await gateway.drain(timeout)
-        except TimeoutError:
-            return _openai_error(504, f"calls still in flight after {timeout} s", "timeout", "drain_timeout")
+    if change is not None:
+        failed = await change(gateway)
+        if failed is not None:
+            return failed
     return Response(orjson.dumps(gateway.status()), media_type="application/json")
+
+
+@gateway_router.post("/v1/gateway/pause", summary="Pause the gateway (new calls get 429); optionally drain")
+async def pause(request: Request, drain: bool = False, timeout: float | None = None) -> Response:
+    """Pause before a weight update; with ``drain=true`` answer once no call is in flight."""
+
+    async def pause_and_drain(gateway: Gateway) -> Response | None:
+        gateway.pause()
+        if drain:
+            try:
+                await gateway.drain(timeout)
+            except TimeoutError:
+                return _openai_error(504, f"calls still in flight after {timeout} s", "timeout", "drain_timeout")
+        return None
+
+    return await _admin_status(request, "pausing the gateway", pause_and_drain)
+
+
+async def _resume(gateway: Gateway) -> None:
+    gateway.resume()
 
 
 @gateway_router.post("/v1/gateway/resume", summary="Resume the gateway")
 async def resume(request: Request) -> Response:
-    denied = _require_admin(request, "resuming the gateway")
-    if denied is not None:
-        return denied
-    gateway = gateway_of(request)
-    gateway.resume()
-    return Response(orjson.dumps(gateway.status()), media_type="application/json")
+    return await _admin_status(request, "resuming the gateway", _resume)
 
 
 @gateway_router.get("/v1/gateway/status", summary="Paused?, calls in flight, engine, policy version")
 async def status(request: Request) -> Response:
-    denied = _require_admin(request, "reading the gateway status")
-    if denied is not None:
-        return denied
-    return Response(orjson.dumps(gateway_of(request).status()), media_type="application/json")
+    return await _admin_status(request, "reading the gateway status")
 
 
 def _weights_lock(request: Request) -> asyncio.Lock:

@@ -26,6 +26,10 @@ transaction on one connection, in arrival order, then answers every caller::
   single-op path, with its own retries), so a recurring conflict cannot starve it. A
   connection lost before COMMIT: each op on its own too. Lost during COMMIT: every op
   of the group gets the "may or may not have been stored" error.
+* Ops that carry a ``together`` function run as one call of it, at the place of the
+  first of them: the claims of a group are one statement
+  (:mod:`agentbolt.store.postgres.claims`). With savepoints (after a failure) each op
+  runs alone again, so that a failing claim fails alone too.
 * Row locks are held until the group commits, so groups stay short (``max_ops``);
   ``FOR UPDATE SKIP LOCKED`` claims stay exact: a claimer in another group or server
   skips the rows a group has taken.
@@ -220,11 +224,23 @@ class WriteGroups:
         results: list[tuple[bool, Any]] = []
 
         async def body(pipe: Any) -> None:
-            for fn, _ in batch:
-                if savepoints:
+            if savepoints:
+                for fn, _ in batch:
                     results.append(await _run_op(conn, pipe, fn, tx))
-                else:
+                return
+            together = _together([fn for fn, _ in batch])
+            done: dict[int, tuple[bool, Any]] = {}
+            for i, (fn, _) in enumerate(batch):
+                if i in done:
+                    results.append(done.pop(i))
+                    continue
+                members = together.get(i)
+                if members is None:
                     results.append(await _run_bare(conn, fn, tx))
+                    continue
+                _, values = await _run_bare(conn, _joint(fn, [batch[j][0] for j in members]), tx)
+                done.update((j, (True, value)) for j, value in zip(members, values, strict=True))
+                results.append(done.pop(i))
 
         try:
             # an op costs its reads plus one round trip (see write_transaction)
@@ -248,6 +264,28 @@ class WriteGroups:
         except psycopg.Error as exc:  # PostgreSQL refused the group (or its COMMIT): nothing was stored
             raise _GroupAborted(exc) from exc
         return results, tx
+
+
+def _together(ops: list[WriteOp]) -> dict[int, list[int]]:
+    """Ops that run as one call: those with the same ``together`` function (an attribute
+    of the op: claims), at the place of the first of them. Maps that first op's index to
+    the indices of all of them (two or more)."""
+    by_fn: dict[Any, list[int]] = {}
+    for i, fn in enumerate(ops):
+        joint = getattr(fn, "together", None)
+        if joint is not None:
+            by_fn.setdefault(joint, []).append(i)
+    return {members[0]: members for members in by_fn.values() if len(members) > 1}
+
+
+def _joint(first: WriteOp, ops: list[WriteOp]) -> Callable[[Any, PgTx], Awaitable[list[Any]]]:
+    """The op running ``ops`` together: ``first.together(conn, tx, ops)``, one value each."""
+    together = getattr(first, "together")  # noqa: B009 - an optional attribute of some ops
+
+    def run(conn: Any, tx: PgTx) -> Awaitable[list[Any]]:
+        return together(conn, tx, ops)
+
+    return run
 
 
 async def _run_bare(conn: Any, fn: WriteOp, tx: PgTx) -> tuple[bool, Any]:

@@ -2,7 +2,8 @@
 
 Every row that a write changes is read ``FOR UPDATE``, rollout before attempt (and several
 rollouts in ``seq`` order), so two servers never apply a transition to the same stale row
-and never wait on each other in a cycle. Changed rows go back as pipelined statements.
+and never wait on each other in a cycle. Changed rows go back in one statement
+(:func:`~agentbolt.store.postgres.row_changes.run_all`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentbolt.store.errors import NotFoundError
+from agentbolt.store.postgres.row_changes import Change, run_all, shape
 from agentbolt.store.postgres.rows import (
     ROLLOUT_WIDTH,
     PgAttempt,
@@ -76,24 +78,17 @@ async def latest_version(conn: Conn) -> int | None:
     return None if row is None else row[0]
 
 
-async def release_worker(conn: Conn, attempt: Attempt) -> None:
-    """A worker whose current attempt finished is idle again."""
+_RELEASE = shape(
+    "workers",
+    (),
+    ("worker_id", "current_attempt_id"),
+    "status = 'idle', current_rollout_id = NULL, current_attempt_id = NULL",
+)
+
+
+def release_worker(attempt: Attempt) -> list[Change]:
+    """The change that makes a worker idle again once its current attempt finished
+    (none while the attempt is active)."""
     if attempt.worker_id is not None and not attempt.status.is_active:
-        await conn.execute(
-            "UPDATE workers SET status = 'idle', current_rollout_id = NULL, current_attempt_id = NULL "
-            "WHERE worker_id = %s AND current_attempt_id = %s",
-            (attempt.worker_id, attempt.attempt_id),
-        )
-
-
-async def run_all(conn: Conn, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
-    """Run several statements; the same statement many times goes as one pipelined batch."""
-    by_sql: dict[str, list[tuple[Any, ...]]] = {}
-    for sql, params in statements:
-        by_sql.setdefault(sql, []).append(params)
-    for sql, rows in by_sql.items():
-        if len(rows) == 1:
-            await conn.execute(sql, rows[0])
-        else:
-            async with conn.cursor() as cur:
-                await cur.executemany(sql, rows)
+        return [Change(_RELEASE, (attempt.worker_id, attempt.attempt_id))]
+    return []

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentbolt.store.postgres.row_changes import Change, shape
 from agentbolt.store.sql.rows import (
     ATTEMPT_FIELDS,
     ATTEMPT_STATE_COLUMNS,
@@ -84,32 +85,26 @@ def span_json(data: str) -> tuple[str | None, str | None]:
     return data, None
 
 
-_SAVE_ROLLOUT = f"UPDATE rollouts SET {', '.join(f'{c} = %s' for c in ROLLOUT_STATE_COLUMNS)} WHERE seq = %s"
-
-
 class PgRollout(LoadedRolloutRow):
     """A rollout read (and locked) inside a write transaction."""
 
     __slots__ = ()
 
-    def update(self, *, metadata_changed: bool = False) -> list[tuple[str, tuple[Any, ...]]]:
-        """The statements that write back what changed since loading (or the last call)."""
+    def update(self, *, metadata_changed: bool = False) -> list[Change]:
+        """The change (at most one: the row once) that writes back what changed since
+        loading (or the last call); run with :func:`~agentbolt.store.postgres.row_changes.run_all`."""
         self.check_metadata_loaded(metadata_changed)
-        out: list[tuple[str, tuple[Any, ...]]] = []
+        columns: tuple[str, ...] = ()
+        values: tuple[Any, ...] = ()
         state = rollout_state(self.model)
         if state != self.state:
-            out.append((_SAVE_ROLLOUT, (*state, self.seq)))
+            columns, values = ROLLOUT_STATE_COLUMNS, state
             self.state = state
         if metadata_changed:
-            out.append(("UPDATE rollouts SET metadata = %s WHERE seq = %s", (dumps(self.model.metadata), self.seq)))
-        return out
-
-    async def save(self, conn: Any, *, metadata_changed: bool = False) -> None:
-        for sql, params in self.update(metadata_changed=metadata_changed):
-            await conn.execute(sql, params)
-
-
-_SAVE_ATTEMPT = f"UPDATE attempts SET {', '.join(f'{c} = %s' for c in ATTEMPT_STATE_COLUMNS)} WHERE claim_order = %s"
+            columns, values = (*columns, "metadata"), (*values, dumps(self.model.metadata))
+        if not columns:
+            return []
+        return [Change(shape("rollouts", columns, ("seq",)), (*values, self.seq))]
 
 
 class PgAttempt(LoadedAttemptRow):
@@ -117,23 +112,21 @@ class PgAttempt(LoadedAttemptRow):
 
     __slots__ = ()
 
-    def update(self, rollout: Rollout, *, metadata_changed: bool = False) -> list[tuple[str, tuple[Any, ...]]]:
-        """The statements that write back what changed; the deadline follows status and
-        heartbeat."""
+    def update(self, rollout: Rollout, *, metadata_changed: bool = False) -> list[Change]:
+        """The change (at most one) that writes back what changed; the deadline follows
+        status and heartbeat."""
         a = self.model
-        out: list[tuple[str, tuple[Any, ...]]] = []
+        columns: tuple[str, ...] = ()
+        values: tuple[Any, ...] = ()
         state = attempt_state(a, self.next_span_seq, attempt_deadline(rollout, a))
         if state != self.state:
-            out.append((_SAVE_ATTEMPT, (*state, self.key)))
+            columns, values = ATTEMPT_STATE_COLUMNS, state
             self.state = state
         if a.error is not self.error:
-            error = None if a.error is None else dumps(a.error)
-            out.append(("UPDATE attempts SET error = %s WHERE claim_order = %s", (error, self.key)))
+            columns, values = (*columns, "error"), (*values, None if a.error is None else dumps(a.error))
             self.error = a.error
         if metadata_changed:
-            out.append(("UPDATE attempts SET metadata = %s WHERE claim_order = %s", (dumps(a.metadata), self.key)))
-        return out
-
-    async def save(self, conn: Any, rollout: Rollout, *, metadata_changed: bool = False) -> None:
-        for sql, params in self.update(rollout, metadata_changed=metadata_changed):
-            await conn.execute(sql, params)
+            columns, values = (*columns, "metadata"), (*values, dumps(a.metadata))
+        if not columns:
+            return []
+        return [Change(shape("attempts", columns, ("claim_order",)), (*values, self.key))]

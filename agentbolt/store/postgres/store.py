@@ -48,6 +48,7 @@ from agentbolt.store.postgres.settings import (
     redact,
     unreachable_message,
 )
+from agentbolt.store.postgres.together import BoundOp
 from agentbolt.store.sql.store import SqlStore
 
 __all__ = ["PostgresSettings", "PostgresStore", "parse_postgres_url"]
@@ -241,8 +242,10 @@ class PostgresStore(SqlStore):
         if engine is None or self._pid != os.getpid() or not engine.usable_from(asyncio.get_running_loop()):
             await self.start()
             engine = self._engine
-        if args or kwargs:
+        if kwargs:
             return await engine.run(lambda c, tx: fn(c, tx, *args, **kwargs), write=write)
+        if args or write:  # a write that its group may run together with others of its kind
+            return await engine.run(BoundOp(fn, args) if write else lambda c, tx: fn(c, tx, *args), write=write)
         return await engine.run(fn, write=write)
 
     async def _write(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:

@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from agentbolt.controller.errors import HarnessConfigError
+from agentbolt.runner.harness.errors import HarnessConfigError
 from agentbolt.scoped import NO_TOKEN, mint_scoped_token, rollout_base_url
 from agentbolt.tracing.context import AttemptContext
 
 __all__ = ["NO_TOKEN", "Credentials", "attempt_credentials", "ensure_gateway", "rollout_base_url"]
 
-log = logging.getLogger("agentbolt.controller")
+log = logging.getLogger("agentbolt.runner.harness")
 _warned = False
 
 

@@ -22,9 +22,9 @@ line it prints is the reward.
 
 Every run records an ``agentbolt.annotation`` span with the exit code, the duration and
 the tail of stderr (and the same on the attempt's metadata). Failures are sorted into
-"try again" and "the program's fault" (see :mod:`agentbolt.controller.errors`).
+"try again" and "the program's fault" (see :mod:`agentbolt.runner.harness.errors`).
 
-Programs run in a sandbox by default (:mod:`agentbolt.controller.sandbox`): a fresh
+Programs run in a sandbox by default (:mod:`agentbolt.runner.harness.sandbox`): a fresh
 workspace, the gateway and nothing else; what it blocks is recorded as
 ``agentbolt.sandbox`` spans. Where it cannot be built the attempt fails with the reason,
 unless ``sandbox=False`` says to run programs unsandboxed.
@@ -46,13 +46,14 @@ from urllib.parse import quote
 import orjson
 
 from agentbolt import semconv
-from agentbolt.controller.credentials import (
+from agentbolt.runner.agent import LitAgent
+from agentbolt.runner.harness.credentials import (
     Credentials,
     attempt_credentials,
     ensure_gateway,
     rollout_base_url,
 )
-from agentbolt.controller.errors import (
+from agentbolt.runner.harness.errors import (
     EvaluatorError,
     HarnessConfigError,
     HarnessKilledError,
@@ -60,29 +61,28 @@ from agentbolt.controller.errors import (
     HarnessTimeoutError,
     ProgramFailedError,
 )
-from agentbolt.controller.local import (
+from agentbolt.runner.harness.local import (
     Executor,
     LocalExecutor,
     ProcessResult,
     ProcessSpec,
     ProgramStartError,
 )
-from agentbolt.controller.reward import (
+from agentbolt.runner.harness.reward import (
     Reward,
     RewardFormatError,
     last_line,
     parse_reward,
     read_reward_file,
 )
-from agentbolt.controller.sandbox import Sandbox, SandboxSession
-from agentbolt.controller.sandbox.events import SandboxEvent, emit_events
-from agentbolt.runner.agent import LitAgent
+from agentbolt.runner.harness.sandbox import Sandbox, SandboxSession
+from agentbolt.runner.harness.sandbox.events import SandboxEvent, emit_events
 from agentbolt.tracing.context import AttemptContext, require_context
 from agentbolt.tracing.emitters import emit_annotation, emit_reward
 
 __all__ = ["Harness", "render_command"]
 
-log = logging.getLogger("agentbolt.controller")
+log = logging.getLogger("agentbolt.runner.harness")
 
 Command = str | Sequence[str]
 
@@ -107,11 +107,11 @@ class Harness(LitAgent):
       runner's own concurrency also applies).
     * ``server_url`` — the agentbolt server whose gateway the program calls; needed
       only when the runner's store is not an HttpStore (see
-      :mod:`agentbolt.controller.credentials`).
+      :mod:`agentbolt.runner.harness.credentials`).
     * ``require_reward`` — a program that exits without any reward fails the attempt
       (default); set False for programs run only to collect traces.
     * ``executor`` — where programs run (default: :class:`LocalExecutor`).
-    * ``sandbox`` — a :class:`~agentbolt.controller.sandbox.Sandbox` (its workspace,
+    * ``sandbox`` — a :class:`~agentbolt.runner.harness.sandbox.Sandbox` (its workspace,
       hidden paths, read-only paths, limits); ``True`` (default) is ``Sandbox()``;
       ``False`` runs programs unsandboxed, with this process's rights.
     """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentbolt.controller.reward import RewardFormatError, last_line, parse_reward
+from agentbolt.runner.harness.reward import RewardFormatError, last_line, parse_reward
 
 
 @pytest.mark.parametrize("text", ["0.75", " 0.75\n", '{"value": 0.75}'])

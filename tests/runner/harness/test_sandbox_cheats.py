@@ -21,9 +21,9 @@ from fakes.openai_server import serve_fake_openai
 
 from agentbolt import semconv
 from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
-from agentbolt.controller import Harness, Limits, Sandbox
+from agentbolt.runner.harness import Harness, Limits, Sandbox
 from agentbolt.types import RolloutConfig, RolloutStatus
-from controller.helpers import ADMIN, Served
+from runner.harness.helpers import ADMIN, Served
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None,
                                 reason="bubblewrap is not installed (apt-get install bubblewrap)")

@@ -23,14 +23,14 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 
-from agentbolt.controller.errors import HarnessConfigError
-from agentbolt.controller.local import (
+from agentbolt.runner.harness.errors import HarnessConfigError
+from agentbolt.runner.harness.local import (
     Executor,
     ProcessResult,
     ProcessSpec,
     ProgramStartError,
 )
-from agentbolt.controller.sandbox.bwrap import (
+from agentbolt.runner.harness.sandbox.bwrap import (
     INNER_AT,
     RUN_AT,
     WORKSPACE_AT,
@@ -39,15 +39,15 @@ from agentbolt.controller.sandbox.bwrap import (
     check_bwrap,
     python_paths,
 )
-from agentbolt.controller.sandbox.config import Sandbox
-from agentbolt.controller.sandbox.events import (
+from agentbolt.runner.harness.sandbox.config import Sandbox
+from agentbolt.runner.harness.sandbox.events import (
     SandboxEvent,
     events_from_output,
     events_from_report,
     merge,
 )
-from agentbolt.controller.sandbox.proxy import GatewayProxy
-from agentbolt.controller.sandbox.workspace import copy_workspace, hidden_patterns
+from agentbolt.runner.harness.sandbox.proxy import GatewayProxy
+from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns
 
 __all__ = ["SandboxSession"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentbolt.controller.local import LocalExecutor, ProcessSpec, ProgramStartError
-from controller.helpers import PY, script
+from agentbolt.runner.harness.local import LocalExecutor, ProcessSpec, ProgramStartError
+from runner.harness.helpers import PY, script
 
 
 def _alive(pid: int) -> bool:

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentbolt.controller.errors import HarnessConfigError
-from agentbolt.controller.sandbox.config import SYSTEM_PATHS
+from agentbolt.runner.harness.errors import HarnessConfigError
+from agentbolt.runner.harness.sandbox.config import SYSTEM_PATHS
 
 __all__ = ["INNER", "SandboxUnavailableError", "View", "bwrap_argv", "check_bwrap"]
 

@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from agentbolt.controller.sandbox.config import HIDDEN_MARKER
+from agentbolt.runner.harness.sandbox.config import HIDDEN_MARKER
 
 __all__ = ["ALWAYS_HIDDEN", "copy_workspace", "hidden_patterns"]
 

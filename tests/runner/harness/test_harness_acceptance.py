@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from fakes.openai_server import FakeOpenAI, serve_fake_openai
 
-from agentbolt.controller import Harness
+from agentbolt.runner.harness import Harness
 from agentbolt.gateway import Gateway, GatewayConfig, VLLMEngine
 from agentbolt.runner.runner import Runner
 from agentbolt.server.testing import serve_in_thread
@@ -32,7 +32,7 @@ from agentbolt.types import (
     RolloutStatus,
     Span,
 )
-from controller.helpers import ADMIN, PY, script
+from runner.harness.helpers import ADMIN, PY, script
 
 N_TASKS = 20
 CONCURRENCY = 4

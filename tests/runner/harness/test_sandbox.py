@@ -13,13 +13,13 @@ import pytest
 
 from agentbolt import semconv
 from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
-from agentbolt.controller import Harness, Limits, Sandbox
-from agentbolt.controller.sandbox.bwrap import python_paths
-from agentbolt.controller.sandbox.config import SYSTEM_PATHS
-from agentbolt.controller.sandbox.proxy import GatewayProxy
-from agentbolt.controller.sandbox.workspace import copy_workspace, hidden_patterns
+from agentbolt.runner.harness import Harness, Limits, Sandbox
+from agentbolt.runner.harness.sandbox.bwrap import python_paths
+from agentbolt.runner.harness.sandbox.config import SYSTEM_PATHS
+from agentbolt.runner.harness.sandbox.proxy import GatewayProxy
+from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns
 from agentbolt.types import AttemptStatus, RolloutConfig, RolloutStatus
-from controller.helpers import PY, Served, script
+from runner.harness.helpers import PY, Served, script
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)")
 

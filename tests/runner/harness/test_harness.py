@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from agentbolt import semconv
-from agentbolt.controller import Harness, HarnessConfigError, render_command
+from agentbolt.runner.harness import Harness, HarnessConfigError, render_command
 from agentbolt.runner.runner import Runner
 from agentbolt.store.memory import MemoryStore
 from agentbolt.types import AttemptStatus, RolloutConfig, RolloutCreate, RolloutStatus
-from controller.helpers import ADMIN, PY, Served, script
+from runner.harness.helpers import ADMIN, PY, Served, script
 
 
 async def _annotations(served: Served, rollout_id: str, attempt_id: str) -> dict[str, object]:

@@ -1,1 +1,0 @@
-from controller.helpers import served  # noqa: F401  (the fixture)

@@ -1,0 +1,1 @@
+from runner.harness.helpers import served  # noqa: F401  (the fixture)
