@@ -5,10 +5,19 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 from fastapi.testclient import TestClient
 
 from agentbolt.server import create_app, gc_freeze
 from agentbolt.store.memory import MemoryStore
+
+
+@pytest.fixture(autouse=True)
+def _no_other_app_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An app another test of this process left running would keep the heap frozen: these
+    specs start from a process with no app running (the count is restored afterwards)."""
+    monkeypatch.setattr(gc_freeze, "_running", 0)
+    monkeypatch.setattr(gc_freeze, "_saved", ())
 
 
 def test_a_running_app_freezes_the_startup_heap_and_the_last_one_to_stop_thaws_it() -> None:
