@@ -18,6 +18,7 @@ evaluate. Importing this module does no work (runner processes import it).
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +111,7 @@ async def run_episode(task: dict[str, Any], client: Any, model: str, difficulty:
     from agents.exceptions import AgentsException
 
     set_tracing_disabled(True)  # the SDK's trace export goes to OpenAI; agentbolt records the calls
+    _quiet_model_behaviour_errors()
     outcome = Outcome()
 
     @function_tool
@@ -138,6 +140,29 @@ async def run_episode(task: dict[str, Any], client: Any, model: str, difficulty:
     return outcome
 
 
+class _ModelBehaviourErrors(logging.Filter):
+    """Drops the SDK's bare "Error getting response" line for the model's own mistakes
+    (an answer cut at ``max_tokens`` — ``response.incomplete`` — or a call of an unknown
+    tool): the SDK raises ``ModelBehaviorError`` right after, and :func:`run_episode`
+    grades that episode as a wrong answer (``Outcome.error``; the ``model_error`` reward
+    dimension on the dashboard counts them). Failures of the service
+    (connection errors, 5xx) are not model behaviour: they still log, and fail the rollout."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from agents.exceptions import ModelBehaviorError
+
+        # the SDK logs inside its ``except`` block, without the exception when it redacts
+        # model data (its default): the exception being handled is this thread's
+        error = record.exc_info[1] if record.exc_info else sys.exc_info()[1]
+        return not isinstance(error, ModelBehaviorError)
+
+
+def _quiet_model_behaviour_errors() -> None:
+    sdk_log = logging.getLogger("openai.agents")
+    if not any(isinstance(f, _ModelBehaviourErrors) for f in sdk_log.filters):
+        sdk_log.addFilter(_ModelBehaviourErrors())
+
+
 @agentbolt.rollout
 async def calc_tools_agent(task: dict[str, Any], llm: Any) -> float | None:
     """The agent as agentbolt runs it (``llm``: the rollout's gateway LLM)."""
@@ -149,5 +174,6 @@ async def calc_tools_agent(task: dict[str, Any], llm: Any) -> float | None:
     value = outcome.reward(task)
     if agentbolt.current_context() is None:
         return value
-    agentbolt.emit_reward(value, correct=float(outcome.correct(task)), call_ok=float(outcome.call_ok))
+    agentbolt.emit_reward(value, correct=float(outcome.correct(task)), call_ok=float(outcome.call_ok),
+                          model_error=float(outcome.error is not None))  # e.g. cut at max_tokens: on the dashboard
     return None
