@@ -26,23 +26,16 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-HEADING = "1. Install and run the main job"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from readme import MAIN_JOB, ROOT, command, copy_tree  # noqa: E402
+
+HEADING = MAIN_JOB
 SCORED = re.compile(r"held-out rollouts scored: before (\d+)/(\d+), after (\d+)/(\d+)")
 
 
 def main_job_command(readme: str) -> str:
     """The one-line bash command of the README's main-job block."""
-    start = readme.find(HEADING)
-    if start < 0:
-        raise SystemExit(f"README.md has no '{HEADING}' section: the main job's command cannot be found")
-    block = re.search(r"```bash\n(.*?)\n```", readme[start:], re.DOTALL)
-    if block is None:
-        raise SystemExit(f"README.md's '{HEADING}' section has no ```bash block")
-    lines = [ln.strip() for ln in block.group(1).splitlines() if ln.strip() and not ln.strip().startswith("#")]
-    if len(lines) != 1:
-        raise SystemExit(f"the main job's block should be one command line, found {len(lines)}: {lines}")
-    return lines[0]
+    return command(readme, MAIN_JOB)
 
 
 def smoke_command(command: str) -> str:
@@ -50,17 +43,6 @@ def smoke_command(command: str) -> str:
     if "examples/calc/train.py" not in command.split("&&")[-1]:
         raise SystemExit(f"the main job's command does not end by running examples/calc/train.py: {command}")
     return command + " --smoke"
-
-
-def copy_tree(dest: Path) -> None:
-    """Tracked and untracked, not ignored, files of the checkout (no .venv, no runs/)."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            check=True, capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        src = ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
 
 
 def check_output(text: str) -> list[str]:

@@ -17,6 +17,7 @@ from agentbolt.training.lora import LoraSettings  # noqa: E402
 from agentbolt.training.policy import Policy  # noqa: E402
 from agentbolt.algorithms.grpo.update import PolicyUpdate  # noqa: E402
 from agentbolt.models import tiny_model  # noqa: E402
+from tolerances import assert_same_sums  # noqa: E402
 
 
 def _policy(lora: bool = True) -> Policy:
@@ -154,8 +155,8 @@ def test_a_shared_prompt_goes_through_the_model_once_with_the_same_logprobs_and_
             reference = masked
         else:
             torch.testing.assert_close(masked, reference, rtol=1e-4, atol=1e-5)
-    for a, b in zip(*grads, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-6)
+    for a, b in zip(*grads, strict=True):  # sums over the batch's positions, reordered by the shared prefix
+        assert_same_sums(a, b, terms=batch.input_ids.numel())
 
 
 def test_no_shared_prefix_when_prompts_differ_early_or_a_row_is_alone() -> None:

@@ -20,6 +20,7 @@ from agentbolt.algorithms.sft.update import (
     micro_batches,
 )
 from agentbolt.models import tiny_model
+from tolerances import assert_same_sums
 
 
 def records(n: int) -> list[dict]:
@@ -63,8 +64,9 @@ def test_micro_batches_respect_the_token_budget_and_add_up_to_the_batch_gradient
             (nll / N).backward()
         return [p.grad.clone() for p in pol.trainable_parameters()]
 
+    positions = sum(len(s.input_ids) for s in samples)  # micro-batches add the same sums in another order
     for a, b in zip(grads(groups), grads([samples]), strict=True):
-        assert torch.allclose(a, b, atol=1e-6)
+        assert_same_sums(a, b, terms=positions)
 
 
 def test_learning_rate_warms_up_then_decays() -> None:
@@ -108,5 +110,6 @@ def test_a_shared_prefix_computed_once_gives_the_same_loss_and_gradients() -> No
 
     (shared, g_shared), (plain, g_plain) = loss_and_grads(P), loss_and_grads(0)
     assert shared == pytest.approx(plain, rel=1e-5)
+    positions = sum(len(s.input_ids) for s in samples)  # the prefix run once: the same sums reordered
     for a, b in zip(g_shared, g_plain, strict=True):
-        assert torch.allclose(a, b, atol=1e-5)
+        assert_same_sums(a, b, terms=positions)
