@@ -208,6 +208,9 @@ class GRPO(Algorithm):
             dist.broadcast_object({"resume": str(found.path)})
             self.console.print(f"[bold]GRPO[/]: resumed from {found.path} (step {done}, policy version {version})")
         else:
+            if self.model is not None:  # its own weights: the engine must serve them (and keep what it merged in)
+                await sync.publisher.adopt_served_base()
+                version = await control.policy_version() or 0  # a 16-bit server may have been given the base
             sync.start(version, update.steps)
             if dist.is_distributed():  # every rank starts from rank 0's weights (a fresh LoRA init is random)
                 dist.broadcast_object({"weights": policy.trainable_state()})

@@ -91,9 +91,11 @@ class GRPOConfig(BaseModel):
     """Engines that read LoRA adapters from disk (vLLM) get each version saved here, under
     ``v<version>/``; it must be a path the vLLM server can read (default: ``run_dir/adapters``)."""
     check_publish: bool = True
-    """After each publish to an in-process engine, compare its logprobs with the trainer's
-    on a probe (``publish/max_abs_logprob_diff``); a difference above ``publish_tolerance``
-    while both compute in the same dtype on the same device stops the run."""
+    """After each publish to an engine that reports its numerics (in this process or in a
+    server), compare its logprobs with the trainer's on a probe
+    (``publish/max_abs_logprob_diff``); a difference above ``publish_tolerance`` while both
+    compute in float32 on the same device, or above 0.5 otherwise (16-bit rounding:
+    :data:`~agentbolt.training.publish.LOW_PRECISION_TOLERANCE`), stops the run."""
     publish_tolerance: float = Field(1e-3, gt=0)
 
     # --- evaluation, checkpoints, output
