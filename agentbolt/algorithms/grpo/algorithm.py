@@ -418,10 +418,14 @@ async def _cancel_pending(ctx: AlgorithmContext, scheduler: GroupScheduler) -> N
 
 
 def _describe(values: dict[str, Any]) -> str:
+    """A step's progress line: what moves. Not the loss: with group-relative advantages it
+    is ≈ 0 by construction (Σ_i A_i = 0 at ratio 1) whatever the update does."""
     parts = []
     for key, label, fmt in (("rollouts/total", "rollouts", "{:d}"),
                             ("reward/mean", "reward", "{:.3f}"), ("success_rate", "success", "{:.0%}"),
-                            ("train/loss", "loss", "{:+.4f}"), ("merge/rate", "merge", "{:.0%}"),
+                            ("train/kl", "kl", "{:.2e}"), ("train/clip_fraction", "clip", "{:.1%}"),
+                            ("train/grad_norm", "|g|", "{:.3g}"), ("train/entropy", "entropy", "{:.3f}"),
+                            ("merge/rate", "merge", "{:.0%}"),
                             ("val/success_rate", "val", "{:.0%}"), ("time/step_s", "step", "{:.0f}s")):
         v = values.get(key)
         if isinstance(v, (int, float)) and math.isfinite(v):

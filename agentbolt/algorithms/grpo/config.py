@@ -65,6 +65,17 @@ class GRPOConfig(BaseModel):
                                                             "accumulation).")
     eps_low: float = Field(0.2, ge=0)
     eps_high: float = Field(0.2, ge=0)
+    clip_ratio_c: float | None = Field(None, gt=1, description="Dual clip (verl's clip_ratio_c, e.g. 3.0): with A < 0 "
+                                                                "the surrogate is held at c·A once ρ > c; None: off.")
+    loss_norm: Literal["rollout_token_mean", "rollout_sum"] = "rollout_token_mean"
+    """How each rollout's token losses are summed (:mod:`.loss`). ``rollout_token_mean``:
+    divided by the rollout's trained tokens — every rollout weighs the same, but a long
+    rollout's tokens each weigh less (a long wrong answer is pushed down less per token).
+    ``rollout_sum``: divided by the constant ``loss_norm_tokens`` (Dr. GRPO's
+    constant-length normalisation) — every token weighs the same, long rollouts weigh more."""
+    loss_norm_tokens: float | None = Field(None, gt=0, description="rollout_sum: the constant L each rollout's sum "
+                                                                   "is divided by (Dr. GRPO: the generation budget, "
+                                                                   "e.g. max_tokens).")
     is_cap: float = Field(2.0, ge=1, description="Cap of the truncated importance weight π_prox/π_behav.")
     kl_coef: float = Field(0.0, ge=0, description="β of the KL to the reference (initial) policy; 0 = off.")
     log_kl: bool = False
@@ -131,6 +142,9 @@ class GRPOConfig(BaseModel):
                 f"groups_in_flight ({self.groups_in_flight}) must be at least tasks_per_step ({self.tasks_per_step}): "
                 "async training needs at least one batch of groups running"
             )
+        if self.loss_norm == "rollout_sum" and self.loss_norm_tokens is None:
+            raise ValueError("loss_norm='rollout_sum' divides each rollout's summed loss by a constant: set "
+                             "loss_norm_tokens (Dr. GRPO uses the generation budget, e.g. the agent's max_tokens)")
         in_flight = self.groups_in_flight
         if self.schedule == "async" and in_flight is not None and in_flight > self.max_in_flight:
             raise ValueError(
