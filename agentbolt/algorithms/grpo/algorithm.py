@@ -65,6 +65,7 @@ from agentbolt.algorithms.grpo.onpolicy import (
     off_policy_calls,
     refusal,
 )
+from agentbolt.algorithms.grpo.overlong import filter_overlong, truncated_calls
 from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
 from agentbolt.algorithms.progress import ConsoleProgress
 from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
@@ -280,6 +281,8 @@ class GRPO(Algorithm):
         values.update(await sandbox_metrics(ctx.store, [r.rollout_id for g in groups for r in g.rollouts]))
         advantages = compute_advantages(batch.members, scale_std=cfg.scale_std, leave_one_out=cfg.leave_one_out)
         samples = apply_advantages(batch.samples, advantages)
+        values["samples/truncated_calls"] = truncated_calls(samples)
+        samples = filter_overlong(samples, cfg.overlong)
         A = list(advantages.by_rollout.values())
         values.update({
             "groups/dropped_equal": advantages.dropped_groups,

@@ -49,6 +49,12 @@ class GRPOConfig(BaseModel):
     tokens carry loss; the other agents' calls stay in the rollout (its reward counts,
     their tokens are context) and train nothing. None: every call is trained."""
 
+    overlong: Literal["keep", "mask", "drop"] = "keep"
+    """Trained calls cut at ``max_tokens`` (``finish_reason == "length"``, kept per call in
+    the samples): ``keep`` trains them; ``mask`` takes their tokens out of the loss (DAPO's
+    overlong filtering); ``drop`` leaves their rollout out of the update. Either way the
+    rollout still counts in its group's advantages (:mod:`.overlong`)."""
+
     # --- advantages
     scale_std: bool = False
     """Divide A by the group's reward std (the GRPO paper; off by default: it
