@@ -57,6 +57,7 @@ from agentbolt.algorithms.grpo.advantages import (
     compute_advantages,
 )
 from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.algorithms.grpo.failures import program_failure
 from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
 from agentbolt.algorithms.grpo.onpolicy import (
     TRAIN_SAMPLING,
@@ -71,6 +72,7 @@ from agentbolt.algorithms.progress import ConsoleProgress
 from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
 from agentbolt.training import distributed as dist
 from agentbolt.training.publish import NoGatewayError, engine_info, policy_device
+from agentbolt.types import Rollout, RolloutStatus
 
 __all__ = ["GRPO", "GRPOResult", "NoGatewayError"]
 
@@ -322,10 +324,15 @@ class GRPO(Algorithm):
             members = []
             for r in g.rollouts:
                 member = GroupMember.from_rollout(r)
-                members.append(member)
-                batch.rewards.append(r.reward)
-                if member.failed:
+                if member.failed and not await self._penalised(ctx, r):
+                    members.append(member)
+                    batch.rewards.append(r.reward)
                     continue
+                if member.failed:  # the program's own failure, with failure_reward set
+                    member = GroupMember(r.rollout_id, self.config.failure_reward)
+                    batch.program_failures += 1
+                members.append(member)
+                batch.rewards.append(member.reward)
                 try:
                     found = await _rollout_samples(ctx, r.rollout_id, self.adapter)
                 except OffPolicySamplingError as exc:  # sampled otherwise than the ratio assumes
@@ -337,11 +344,20 @@ class GRPO(Algorithm):
                     continue
                 if found is None:
                     batch.no_calls += 1
+                    if r.status == RolloutStatus.FAILED:  # no call succeeded: infrastructure, not the program
+                        members[-1], batch.rewards[-1] = GroupMember(r.rollout_id, None, failed=True), r.reward
+                        batch.program_failures -= 1
                     continue
                 batch.per_rollout.append(found)
                 batch.samples.extend(found.samples)
             batch.members[g.group_id] = members
         return batch
+
+    async def _penalised(self, ctx: AlgorithmContext, rollout: Rollout) -> bool:
+        """Whether a failed rollout enters its group with ``failure_reward`` (:mod:`.failures`)."""
+        if self.config.failure_reward is None or rollout.latest_attempt_id is None:
+            return False
+        return program_failure(rollout, await ctx.store.get_attempt(rollout.rollout_id, rollout.latest_attempt_id))
 
     async def _evaluate(self, ctx: AlgorithmContext, when: str) -> EvaluationResult:
         result = await Evaluate("val", threshold=self.config.success_threshold, show=False, console=self.console,
@@ -372,6 +388,8 @@ class _Batch:
     no_calls: int = 0
     off_policy: int = 0
     """Rollouts refused because a training call was sampled otherwise than the ratio assumes."""
+    program_failures: int = 0
+    """Failed rollouts trained with ``failure_reward`` (the agent program's own failure)."""
 
     def metrics(self, threshold: float) -> dict[str, Any]:
         scored = [r for r in self.rewards if r is not None]
@@ -382,7 +400,7 @@ class _Batch:
             "reward/mean": _mean(scored), "reward/std": _std(scored),
             "success_rate": _mean([1.0 if r >= threshold else 0.0 for r in scored]),
             "rollouts/total": len(self.rewards), "rollouts/no_model_calls": self.no_calls,
-            "rollouts/off_policy_sampling": self.off_policy,
+            "rollouts/off_policy_sampling": self.off_policy, "rollouts/program_failures": self.program_failures,
             "samples/total": len(self.samples),
             "samples/per_rollout": len(self.samples) / len(self.per_rollout) if self.per_rollout else None,
             "calls/per_rollout": _mean(calls), "merge/misses": misses,

@@ -55,6 +55,13 @@ class GRPOConfig(BaseModel):
     overlong filtering); ``drop`` leaves their rollout out of the update. Either way the
     rollout still counts in its group's advantages (:mod:`.overlong`)."""
 
+    failure_reward: float | None = None
+    """The reward of a rollout the agent program itself failed (its own exception, often
+    caused by the policy's output; :mod:`.failures`), which then enters its group instead
+    of being left out. None (default): failed rollouts are left out. Never given for
+    infrastructure failures: timeouts, lost workers, retryable errors, cancelled rollouts,
+    attempts without a successful model call."""
+
     # --- advantages
     scale_std: bool = False
     """Divide A by the group's reward std (the GRPO paper; off by default: it

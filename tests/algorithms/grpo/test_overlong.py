@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from adapters.test_samples import call, reward
+
 from agentbolt.adapters.samples import SampleAdapter
 from agentbolt.algorithms.grpo import GRPOConfig
 from agentbolt.algorithms.grpo.overlong import filter_overlong, truncated_calls
