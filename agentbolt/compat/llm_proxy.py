@@ -16,7 +16,7 @@ Given to ``Trainer(llm_proxy=...)``, the proxy becomes the run's ``gateway``; pu
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TypedDict
 
 from agentbolt.compat.store import as_store
 from agentbolt.compat.store_server import LightningStoreServer
@@ -24,7 +24,15 @@ from agentbolt.runner.gateway_llm import gateway_llm
 from agentbolt.scoped import rollout_base_url
 from agentbolt.types import LLM
 
-__all__ = ["LLMProxy"]
+__all__ = ["LLMProxy", "ModelConfig"]
+
+
+class ModelConfig(TypedDict):
+    """One entry of ``LLMProxy(model_list=...)`` (LiteLLM's format):
+    ``{"model_name": "gpt-4.1-mini", "litellm_params": {"model": "openai/gpt-4.1-mini", ...}}``."""
+
+    model_name: str
+    litellm_params: dict[str, Any]
 
 
 def _engine(model_list: list[dict[str, Any]]) -> Any:

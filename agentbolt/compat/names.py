@@ -115,15 +115,20 @@ PROVIDED: dict[str, str] = {
     "StatusCode": f"{_C}.types:StatusCode",
     "AttributeValue": f"{_C}.types:AttributeValue",
     "Attributes": f"{_C}.types:Attributes",
+    # v0.3's span model parts (agentbolt's Span keeps them as plain fields)
+    "TraceState": f"{_C}.types.tracer:TraceState",
+    "SpanContext": f"{_C}.types.tracer:SpanContext",
+    "TraceStatus": f"{_C}.types.tracer:TraceStatus",
+    "Event": f"{_C}.types.tracer:Event",
+    "Link": f"{_C}.types.tracer:Link",
+    "OtelResource": f"{_C}.types.tracer:OtelResource",
+    "SpanCoreFields": f"{_C}.types.tracer:SpanCoreFields",
+    "SpanRecordingContext": f"{_C}.types.tracer:SpanRecordingContext",
 }
 
 _LEGACY = (
     "v0.1/v0.2 API that v0.3 already deprecated (the HTTP task server and client); agentbolt's "
     "store is the one channel: enqueue with LightningStore/Store, run agents with Trainer or LitAgentRunner"
-)
-_SPAN_MODEL = (
-    "a part of v0.3's own Span model; agentbolt's Span keeps these as plain fields "
-    "(trace_id, span_id, parent_id, status, events, resource)"
 )
 
 UNSUPPORTED: dict[str, str] = {
@@ -149,15 +154,6 @@ UNSUPPORTED: dict[str, str] = {
                      "take v0.3's keyword filters directly",
     "SortOptions": "as FilterOptions: sort with sort_by=/sort_order= on the LightningStore methods",
     "FilterField": "as FilterOptions",
-    "TraceState": _SPAN_MODEL,
-    "SpanContext": _SPAN_MODEL,
-    "TraceStatus": _SPAN_MODEL,
-    "Event": _SPAN_MODEL,
-    "Link": _SPAN_MODEL,
-    "OtelResource": _SPAN_MODEL,
-    "SpanCoreFields": _SPAN_MODEL,
-    "SpanRecordingContext": "v0.3 tracers' internal handle on a span being recorded; record spans through "
-                            "the OpenTelemetry API or the emitters",
 }
 
 V03_NAMES = frozenset(PROVIDED) | frozenset(UNSUPPORTED)

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
+from agentbolt.compat.resolution import module_getattr
 from agentbolt.compat.store import LightningStore, as_lightning_store
 from agentbolt.compat.tracer.base import Tracer
 from agentbolt.compat.tracer.otel import OtelTracer
@@ -26,7 +27,7 @@ from agentbolt.runner.hooks import HOOK_NAMES, _is_base_noop
 from agentbolt.runner.runner import Runner
 from agentbolt.types import Claim, Rollout, RolloutStatus
 
-__all__ = ["LitAgentRunner", "TraceWatcher", "V03Hook", "v03_hooks"]
+__all__ = ["LitAgentRunner", "Runner", "TraceWatcher", "V03Hook", "v03_hooks"]
 
 T_task = TypeVar("T_task")
 
@@ -201,3 +202,6 @@ def _accepts(fn: Any, name: str) -> bool:
 
     params = inspect.signature(fn).parameters
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+__getattr__ = module_getattr(__name__)  # v0.3 names of this module defined elsewhere, or not provided (why)

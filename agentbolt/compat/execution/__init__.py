@@ -23,6 +23,7 @@ from agentbolt.execution.multiprocess import MultiProcessStrategy
 
 __all__ = [
     "ClientServerExecutionStrategy",
+    "ExecutionStrategyRegistry",
     "ExecutionEvent",
     "ExecutionStrategy",
     "MultiprocessingEvent",
@@ -81,3 +82,10 @@ class MultiprocessingEvent(ThreadingEvent):
 
     def __init__(self) -> None:
         self._event = multiprocessing.get_context("spawn").Event()
+
+
+ExecutionStrategyRegistry: dict[str, str] = {
+    "shm": f"{__name__}:SharedMemoryExecutionStrategy",
+    "cs": f"{__name__}:ClientServerExecutionStrategy",
+}
+"""v0.3's strategy aliases (``Trainer(strategy="shm")``) and the classes they name."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypedDict, TypeVar
 
 from agentbolt.adapters.messages import ChatRecord, MessagesAdapter
 from agentbolt.adapters.triplets import Triplet as BoltTriplet
@@ -25,6 +25,7 @@ from agentbolt.types import Span
 
 __all__ = [
     "Adapter",
+    "OpenAIMessages",
     "LlmProxyTraceToTriplet",
     "OtelTraceAdapter",
     "TraceAdapter",
@@ -35,6 +36,13 @@ __all__ = [
 
 T_from = TypeVar("T_from")
 T_to = TypeVar("T_to")
+
+
+class OpenAIMessages(TypedDict):
+    """One OpenAI chat record, as :class:`TraceToMessages` makes them."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
 
 
 class Adapter(Generic[T_from, T_to]):

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from agentbolt.compat.resolution import module_getattr
 from agentbolt.compat.store_support import (
     LightningStoreCapabilities,
     LightningStoreStatistics,
@@ -55,6 +56,7 @@ __all__ = [
     "LightningStore",
     "LightningStoreCapabilities",
     "LightningStoreClient",
+    "LightningStoreServer",  # noqa: F822 - from __getattr__ (the server module imports this one)
     "LightningStoreStatistics",
     "LightningStoreThreaded",
     "as_lightning_store",
@@ -434,3 +436,6 @@ def as_store(store: Any) -> Any:
     """The agentbolt store behind a :class:`LightningStore` (anything else unchanged)."""
     return store.store if isinstance(store, LightningStore) else store
 
+
+
+__getattr__ = module_getattr(__name__)  # v0.3 names of this module defined elsewhere, or not provided (why)

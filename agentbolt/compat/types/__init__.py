@@ -17,6 +17,17 @@ from opentelemetry.sdk.trace import ReadableSpan
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentbolt import semconv
+from agentbolt.compat.resolution import module_getattr
+from agentbolt.compat.types.tracer import (
+    Event,
+    Link,
+    OtelResource,
+    SpanContext,
+    SpanCoreFields,
+    SpanRecordingContext,
+    TraceState,
+    TraceStatus,
+)
 from agentbolt.types import (
     LLM,
     Attempt,
@@ -37,6 +48,14 @@ from agentbolt.types import (
 )
 
 __all__ = [
+    "Event",
+    "Link",
+    "OtelResource",
+    "SpanContext",
+    "SpanCoreFields",
+    "SpanRecordingContext",
+    "TraceState",
+    "TraceStatus",
     "LLM",
     "Attempt",
     "AttemptStatus",
@@ -239,3 +258,6 @@ class SpanAttributeNames(str, Enum):
     OBJECT = semconv.OBJECT_JSON
 
 
+
+
+__getattr__ = module_getattr(__name__)  # v0.3's names agentbolt does not provide say why

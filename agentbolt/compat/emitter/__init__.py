@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import orjson
-from pydantic import BaseModel
 
 from agentbolt import semconv
+from agentbolt.compat.semconv import RewardPydanticModel
 from agentbolt.semconv import (
     MESSAGE_CONTENT,
     MESSAGE_SPAN,
@@ -58,13 +58,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _AGL_REWARD = re.compile(r"^agentlightning\.reward\.(\d+)\.(name|value)$")
 _AGENTOPS_OUTPUTS = ("agentops.task.output", "agentops.entity.output")
-
-
-class RewardPydanticModel(BaseModel):
-    """One reward dimension of a span, as v0.3 returns it: the first is the primary one."""
-
-    name: str
-    value: float
 
 
 def _attributes(span: Any) -> Mapping[str, Any]:
