@@ -46,10 +46,10 @@ PROVIDED: dict[str, str] = {
     "APO": f"{_C}.algorithm.apo:APO",
     # emitters and readers
     "emit_reward": "agentbolt.tracing.emitters:emit_reward",
-    "emit_message": "agentbolt.tracing.emitters:emit_message",
-    "emit_object": "agentbolt.tracing.emitters:emit_object",
-    "emit_exception": "agentbolt.tracing.emitters:emit_exception",
-    "emit_annotation": "agentbolt.tracing.emitters:emit_annotation",
+    "emit_message": f"{_C}.emitter.options:emit_message",
+    "emit_object": f"{_C}.emitter.options:emit_object",
+    "emit_exception": f"{_C}.emitter.options:emit_exception",
+    "emit_annotation": f"{_C}.emitter.options:emit_annotation",
     "operation": "agentbolt.tracing.emitters:operation",
     "reward": f"{_C}.emitter:reward",
     "get_reward_value": f"{_C}.emitter:get_reward_value",
@@ -158,6 +158,7 @@ UNSUPPORTED: dict[str, str] = {
 
 V03_NAMES = frozenset(PROVIDED) | frozenset(UNSUPPORTED)
 
-SHADOWED = frozenset({"Tracer"})
+SHADOWED = frozenset({"Tracer", "emit_message", "emit_object", "emit_exception", "emit_annotation"})
 """v0.3 names that ``import agentbolt as agl`` resolves to agentbolt's own, different
-object (``agl.Tracer`` is agentbolt's per-runner tracer); ``agentbolt.compat`` has v0.3's."""
+object (``agl.Tracer`` is agentbolt's per-runner tracer; ``agl.emit_object`` and the other
+three emitters take agentbolt's keywords); ``agentbolt.compat`` has v0.3's."""

@@ -27,14 +27,8 @@ from agentbolt.semconv import (
     OBJECT_JSON,
     OBJECT_SPAN,
 )
-from agentbolt.tracing.emitters import (
-    emit_annotation,
-    emit_exception,
-    emit_message,
-    emit_object,
-    emit_reward,
-    operation,
-)
+from agentbolt.compat.emitter.options import emit_annotation, emit_exception, emit_message, emit_object
+from agentbolt.tracing.emitters import emit_reward, operation
 
 __all__ = [
     "RewardPydanticModel",
