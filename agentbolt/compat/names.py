@@ -108,7 +108,7 @@ PROVIDED: dict[str, str] = {
     "Triplet": f"{_C}.types:Triplet",
     "TaskInput": f"{_C}.types:TaskInput",
     "RolloutRawResult": f"{_C}.types:RolloutRawResult",
-    "Span": "agentbolt.types:Span",
+    "Span": f"{_C}.types.span:Span",
     "SpanLike": f"{_C}.types:SpanLike",
     "SpanNames": f"{_C}.types:SpanNames",
     "SpanAttributeNames": f"{_C}.types:SpanAttributeNames",
@@ -158,7 +158,7 @@ UNSUPPORTED: dict[str, str] = {
 
 V03_NAMES = frozenset(PROVIDED) | frozenset(UNSUPPORTED)
 
-SHADOWED = frozenset({"Tracer", "emit_message", "emit_object", "emit_exception", "emit_annotation"})
+SHADOWED = frozenset({"Tracer", "Span", "emit_message", "emit_object", "emit_exception", "emit_annotation"})
 """v0.3 names that ``import agentbolt as agl`` resolves to agentbolt's own, different
 object (``agl.Tracer`` is agentbolt's per-runner tracer; ``agl.emit_object`` and the other
 three emitters take agentbolt's keywords); ``agentbolt.compat`` has v0.3's."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from enum import Enum
+from urllib.parse import quote
 from typing import Any, Protocol, SupportsIndex, TypeVar
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentbolt import semconv
 from agentbolt.compat.resolution import module_getattr
+from agentbolt.compat.types.span import Span
 from agentbolt.compat.types.tracer import (
     Event,
     Link,
@@ -28,6 +30,7 @@ from agentbolt.compat.types.tracer import (
     TraceState,
     TraceStatus,
 )
+from agentbolt.types import Span as BoltSpan
 from agentbolt.types import (
     LLM,
     Attempt,
@@ -41,7 +44,6 @@ from agentbolt.types import (
     RolloutCreate,
     RolloutMode,
     RolloutStatus,
-    Span,
     SpanStatus,
     Worker,
     WorkerStatus,
@@ -101,10 +103,27 @@ NamedResources = dict[str, Resource]
 ResourceUnion = Resource
 """Any one resource (agentbolt's discriminated union of LLM, PromptTemplate, JsonResource)."""
 
-ProxyLLM = LLM
-"""v0.3's LLM behind its proxy. agentbolt's runner scopes a gateway LLM's endpoint to each
-attempt itself, so a plain :class:`~agentbolt.LLM` is the same thing (``get_base_url``
-included)."""
+class ProxyLLM(LLM):
+    """An LLM behind v0.3's proxy (agentbolt's gateway): ``get_base_url(rollout_id,
+    attempt_id)`` routes the endpoint to that attempt — ``http://host:port/v1`` becomes
+    ``http://host:port/rollout/<rollout_id>/attempt/<attempt_id>/v1``. An endpoint already
+    routed to the attempt (the runner scopes gateway LLMs itself) is returned as it is.
+    Stored, it is an :class:`~agentbolt.LLM` (``resource_type="llm"``)."""
+
+    def get_base_url(self, rollout_id: str | None = None, attempt_id: str | None = None,
+                     *_ids: Any, **_named: Any) -> str:
+        if rollout_id is None and attempt_id is None:
+            return self.endpoint
+        if not (isinstance(rollout_id, str) and isinstance(attempt_id, str)):
+            raise ValueError("give both rollout_id and attempt_id (strings), or neither")
+        prefix = self.endpoint.rstrip("/")
+        has_v1 = prefix.endswith("/v1")
+        prefix = prefix.removesuffix("/v1")
+        route = f"/rollout/{quote(rollout_id, safe='')}/attempt/{quote(attempt_id, safe='')}"
+        if prefix.endswith(route):
+            return self.endpoint
+        return prefix + route + ("/v1" if has_v1 else "")
+
 
 PaginatedResult = Page
 """A page of query results: iterates over its items (``next_cursor`` instead of v0.3's
@@ -115,10 +134,10 @@ StatusCode = SpanStatus
 
 AttributeValue = str | bool | int | float | Sequence[str] | Sequence[bool] | Sequence[int] | Sequence[float]
 Attributes = Mapping[str, AttributeValue]
-SpanLike = ReadableSpan | Span
+SpanLike = ReadableSpan | BoltSpan
 """What the span readers accept: agentbolt spans and OpenTelemetry ``ReadableSpan``."""
 
-RolloutRawResult = None | float | list[ReadableSpan] | list[Span]
+RolloutRawResult = None | float | list[ReadableSpan] | list[BoltSpan]
 """What a v0.3 rollout may return: nothing (rewards emitted), the final reward, or spans."""
 
 
@@ -235,7 +254,7 @@ class Hook:
         """Before the attempt starts."""
 
     @_noop
-    async def on_rollout_end(self, *, agent: Any, runner: Any, rollout: Rollout, spans: list[Span]) -> None:
+    async def on_rollout_end(self, *, agent: Any, runner: Any, rollout: Rollout, spans: list[BoltSpan]) -> None:
         """After the attempt's outcome is stored; ``spans`` are its spans."""
 
 
