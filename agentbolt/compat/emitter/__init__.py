@@ -20,6 +20,7 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from agentbolt import semconv
+from agentbolt.compat.emitter.options import emit_annotation, emit_exception, emit_message, emit_object
 from agentbolt.compat.semconv import RewardPydanticModel
 from agentbolt.semconv import (
     MESSAGE_CONTENT,
@@ -27,7 +28,6 @@ from agentbolt.semconv import (
     OBJECT_JSON,
     OBJECT_SPAN,
 )
-from agentbolt.compat.emitter.options import emit_annotation, emit_exception, emit_message, emit_object
 from agentbolt.tracing.emitters import emit_reward, operation
 
 __all__ = [

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from enum import Enum
-from urllib.parse import quote
 from typing import Any, Protocol, SupportsIndex, TypeVar
+from urllib.parse import quote
 
 from opentelemetry.sdk.trace import ReadableSpan
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,7 +30,6 @@ from agentbolt.compat.types.tracer import (
     TraceState,
     TraceStatus,
 )
-from agentbolt.types import Span as BoltSpan
 from agentbolt.types import (
     LLM,
     Attempt,
@@ -48,6 +47,7 @@ from agentbolt.types import (
     Worker,
     WorkerStatus,
 )
+from agentbolt.types import Span as BoltSpan
 
 __all__ = [
     "Event",
