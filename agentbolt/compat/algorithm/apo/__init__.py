@@ -1,14 +1,39 @@
 """v0.3's ``APO(async_openai_client, ...)``: agentbolt's :class:`~agentbolt.algorithms.APO`
 with v0.3's arguments. The critic is ``gradient_model`` and the editor ``apply_edit_model``,
 both called through the given ``AsyncOpenAI`` client; the prompt optimised is the
-``PromptTemplate`` among the Trainer's ``initial_resources`` (the Trainer sets its name).
+``PromptTemplate`` among the Trainer's ``initial_resources`` (the Trainer sets its name)
+or given to :meth:`V03APO.set_initial_resources`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["APO", "OpenAIChat"]
+from agentbolt.algorithms.apo import APO as BoltAPO
+from agentbolt.types import PromptTemplate
+
+__all__ = ["APO", "OpenAIChat", "V03APO"]
+
+
+class V03APO(BoltAPO):
+    """agentbolt's APO with v0.3's ``set_initial_resources`` / ``get_initial_resources``."""
+
+    initial_resources: dict[str, Any] | None = None
+
+    def set_initial_resources(self, resources: dict[str, Any]) -> None:
+        """The resources to start from (published by the Trainer when it has none of its
+        own); their one ``PromptTemplate`` is the prompt optimised, under its own key."""
+        prompts = [(k, v) for k, v in resources.items() if isinstance(v, PromptTemplate)]
+        if len(prompts) != 1:
+            raise ValueError(f"APO optimises one prompt: give exactly one PromptTemplate among the resources, "
+                             f"got {len(prompts)} ({', '.join(k for k, _ in prompts) or 'none'})")
+        key, prompt = prompts[0]
+        self.initial_resources = dict(resources)
+        self.config = self.config.model_copy(update={"prompt_name": key})
+        self.initial_prompt = prompt.template
+
+    def get_initial_resources(self) -> dict[str, Any] | None:
+        return self.initial_resources
 
 
 class OpenAIChat:
@@ -54,9 +79,7 @@ class APO:
         run_initial_validation: bool = True,
         **_debug: Any,
     ) -> Any:
-        from agentbolt.algorithms.apo import APO as BoltAPO
-
-        return BoltAPO(
+        return V03APO(
             critic=OpenAIChat(async_openai_client, gradient_model),
             editor=OpenAIChat(async_openai_client, apply_edit_model),
             critic_temperature=diversity_temperature,
