@@ -12,7 +12,9 @@ v0.3                      agentbolt
                           ``APO.set_initial_resources()`` when the Trainer has none
 ``n_workers``             ``n_runners``
 ``strategy="shm"``        ``"inprocess"`` (runners as tasks of this process)
-``strategy="cs"``         ``"multiprocess"`` (runner processes, the store served over HTTP)
+``strategy="cs"``         ``ClientServerExecutionStrategy``: agentbolt's ``"multiprocess"``
+                          (runner processes, the store served over HTTP), an in-memory
+                          store served by the trainer's process
 ``store=LightningStore``  the agentbolt store it wraps
 v0.3 ``Algorithm``        run by :class:`~agentbolt.compat.algorithm.V03Algorithm`
 ``adapter``               handed to a v0.3 algorithm (``get_adapter()``)
@@ -108,6 +110,9 @@ def map_arguments(ours: dict[str, Any], v03: dict[str, Any]) -> dict[str, Any]:
 
 
 def _strategy(strategy: Any) -> Any:
+    from agentbolt.compat.execution import strategy_of
+
+    strategy = strategy_of(strategy)  # "cs" with any store, v0.3's server options
     if isinstance(strategy, str):
         return V03_STRATEGIES.get(strategy, strategy)
     if isinstance(strategy, dict):
