@@ -11,7 +11,11 @@ everything else are kept byte for byte. Every import form is handled wherever it
 * ``import agentlightning`` → ``import agentbolt.compat``, and ``agentlightning.X`` in
   the code → ``agentbolt.compat.X`` (likewise ``import agentlightning.store``);
 * ``from agentlightning[.store] import X [as Y]`` and ``from agentlightning.types import *``
-  → the same from ``agentbolt.compat[.store]``.
+  → the same from ``agentbolt.compat[.store]``;
+* ``importlib.import_module("agentlightning.store")`` → ``..."agentbolt.compat.store"``.
+
+Other strings naming v0.3 objects (``"agentlightning.adapter.TraceToMessages"`` given to
+``build_component``, ``monkeypatch.setattr("agentlightning...")``) are left as they are.
 
 Rewriting an already migrated file changes nothing. Imports that point at something
 agentbolt does not provide are still rewritten (the module path exists) and reported as
@@ -157,6 +161,26 @@ def migrate_source(source: str) -> Migration:
                     if why is not None:
                         self._note(original, f"from {dotted} import {name}", why)
             return updated.with_changes(module=self._renamed(dotted))
+
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            # importlib.import_module("agentlightning.x") / import_module("agentlightning.x")
+            name = _dotted(original.func)
+            if name not in ("importlib.import_module", "import_module") or not updated.args:
+                return updated
+            first = updated.args[0].value
+            if not isinstance(first, cst.SimpleString):
+                return updated
+            text = first.evaluated_value
+            module = _v03_module(text) if isinstance(text, str) else None
+            if module is None or not isinstance(text, str):
+                return updated
+            reason = _module_reason(module)
+            if reason is not None:
+                self._note(original, f"import_module({text!r})", reason)
+            quote = first.quote
+            literal = first.value[: first.value.index(quote)] + quote + NEW + text[len(OLD):] + quote
+            return updated.with_changes(args=[updated.args[0].with_changes(value=first.with_changes(value=literal)),
+                                              *updated.args[1:]])
 
         def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
             # agentlightning.X.Y after a plain `import agentlightning[.x]`: the name is gone

@@ -109,10 +109,25 @@ def test_other_imports_strings_and_relative_imports_stay() -> None:
     assert migrate_source(source).migrated == source.replace("os, agentlightning.store", "os, agentbolt.compat.store")
 
 
+def test_import_module_calls_with_a_literal_path() -> None:
+    assert _migrated("""\
+        import importlib
+        reward = importlib.import_module("agentlightning.emitter.reward")
+        other = importlib.import_module('agentlightning')
+        mine = importlib.import_module(name)
+    """) == textwrap.dedent("""\
+        import importlib
+        reward = importlib.import_module("agentbolt.compat.emitter.reward")
+        other = importlib.import_module('agentbolt.compat')
+        mine = importlib.import_module(name)
+    """)
+
+
 @pytest.mark.parametrize("source", [
     "import agentlightning\nx = agentlightning.store.LightningStore\n",
     "from agentlightning.store.mongo import MongoLightningStore\nimport agentlightning as agl\n",
     "def f():\n    from agentlightning.types import *\n",
+    "import importlib\nm = importlib.import_module('agentlightning.store')\n",
 ])
 def test_a_second_run_changes_nothing(source: str) -> None:
     once = migrate_source(source)
