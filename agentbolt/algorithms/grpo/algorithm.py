@@ -4,7 +4,8 @@ One step, in the order the code runs it (:meth:`GRPO._step`):
 
 1. **sample** — the scheduler (:mod:`.groups`) hands over ``tasks_per_step`` complete
    groups of ``group_size`` rollouts each (sync: a fresh batch; async: the first to
-   finish, the rest keep running);
+   finish, the rest keep running); with ``group_reward`` (an LLM judge, :mod:`agentbolt.rewards`)
+   each group is scored now, the judge's scores becoming the rollouts' rewards;
 2. **samples** — each finished rollout's model calls (recorded by the gateway with the
    engine's token ids) are merged by exact prefix into samples by
    :class:`~agentbolt.adapters.SampleAdapter` (what ``Trainer.dev`` previews); with
@@ -68,6 +69,7 @@ from agentbolt.algorithms.grpo.onpolicy import (
 from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
 from agentbolt.algorithms.progress import ConsoleProgress
 from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
+from agentbolt.rewards.group import GroupReward, score_groups
 from agentbolt.training import distributed as dist
 from agentbolt.training.publish import NoGatewayError, engine_info, policy_device
 
@@ -114,7 +116,8 @@ class GRPO(Algorithm):
     """
 
     def __init__(self, config: GRPOConfig | None = None, *, model: Any = None, tokenizer: Any = None,
-                 console: Console | None = None, **overrides: Any) -> None:
+                 console: Console | None = None, group_reward: GroupReward | None = None,
+                 **overrides: Any) -> None:
         base = config or GRPOConfig()
         self.config = base.model_copy(update=overrides) if overrides else base
         if overrides:
@@ -125,6 +128,9 @@ class GRPO(Algorithm):
         self.policy: Any = None
         self.adapter = SampleAdapter(self.config.agent_match)
         """Spans → the samples GRPO trains on (``Trainer.dev`` previews the same)."""
+        self.group_reward = group_reward
+        """Scores each group once its rollouts finished, before advantages (an LLM judge:
+        :mod:`agentbolt.rewards`); None: the rollouts' own rewards."""
 
     # ------------------------------------------------------------------ setup
     def _make_policy(self, control: Any, device: str | None = None) -> Any:
@@ -272,8 +278,14 @@ class GRPO(Algorithm):
         t_sampled = time.perf_counter()
         await control.flush()
         await self._failed_steps.check(ctx.store, [r for g in groups for r in g.rollouts], step)
+        judged: dict[str, float] = {}
+        if self.group_reward is not None:  # the judge's scores become the rewards; unscored groups sit out
+            scoring = await score_groups(ctx.store, self.group_reward, [g.rollouts for g in groups])
+            for index, rollouts in zip(scoring.kept, scoring.groups, strict=True):
+                groups[index].rollouts = rollouts
+            groups, judged = [groups[i] for i in scoring.kept], scoring.metrics()
         batch = await self._collect(ctx, groups)
-        values: dict[str, Any] = {"policy_version": version, **batch.metrics(cfg.success_threshold)}
+        values: dict[str, Any] = {"policy_version": version, **batch.metrics(cfg.success_threshold), **judged}
         values.update(await sandbox_metrics(ctx.store, [r.rollout_id for g in groups for r in g.rollouts]))
         advantages = compute_advantages(batch.members, scale_std=cfg.scale_std, leave_one_out=cfg.leave_one_out)
         samples = apply_advantages(batch.samples, advantages)
