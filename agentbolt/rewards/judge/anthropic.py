@@ -22,13 +22,15 @@ class AnthropicJudgeClient:
     ``sampling`` says otherwise."""
 
     def __init__(self, model: str, *, base_url: str = "https://api.anthropic.com", api_key: str | None = None,
-                 sampling: Mapping[str, Any] | None = None, timeout: float = 120.0, retries: int = 3) -> None:
+                 sampling: Mapping[str, Any] | None = None, timeout: float = 120.0, retries: int = 3,
+                 backoff: float = 1.0) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         self.sampling = {"temperature": 0.0, **dict(sampling or {})}
         self.timeout = timeout
         self.retries = retries
+        self.backoff = backoff
 
     @property
     def description(self) -> str:
@@ -45,7 +47,7 @@ class AnthropicJudgeClient:
         headers = {"x-api-key": self._api_key, "anthropic-version": ANTHROPIC_VERSION}
         what = f"the Anthropic judge endpoint {self.base_url}"
         data = await post_json(f"{self.base_url}/v1/messages", body, headers=headers, timeout=self.timeout,
-                               retries=self.retries, what=what)
+                               retries=self.retries, backoff=self.backoff, what=what)
         blocks = data.get("content")
         if not isinstance(blocks, list):
             raise JudgeCallError(f"{what} answered without content: {str(data)[:300]}")

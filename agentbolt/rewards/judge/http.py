@@ -18,10 +18,11 @@ __all__ = ["post_json"]
 
 
 async def post_json(url: str, body: Mapping[str, Any], *, headers: Mapping[str, str], timeout: float,
-                    retries: int, what: str) -> dict[str, Any]:
+                    retries: int, what: str, backoff: float = 1.0) -> dict[str, Any]:
     """The JSON object ``url`` answers to ``body``; :class:`JudgeCallError` otherwise.
-    ``what`` names the endpoint in the error (never with its key)."""
-    delay = 1.0
+    ``what`` names the endpoint in the error (never with its key); ``backoff`` is the
+    first wait between tries (seconds, doubled each time, at most 30)."""
+    delay = backoff
     for attempt in range(retries + 1):
         last = attempt == retries
         try:

@@ -25,7 +25,8 @@ class OpenAIJudgeClient:
     """
 
     def __init__(self, model: str, *, base_url: str = "https://api.openai.com/v1", api_key: str | None = None,
-                 sampling: Mapping[str, Any] | None = None, timeout: float = 120.0, retries: int = 3) -> None:
+                 sampling: Mapping[str, Any] | None = None, timeout: float = 120.0, retries: int = 3,
+                 backoff: float = 1.0) -> None:
         if "/rollout/" in base_url:
             raise ValueError(
                 f"{base_url} is a rollout's gateway URL: judge calls there would be recorded as the rollout's own "
@@ -37,6 +38,7 @@ class OpenAIJudgeClient:
         self.sampling = {"temperature": 0.0, **dict(sampling or {})}
         self.timeout = timeout
         self.retries = retries
+        self.backoff = backoff
 
     @property
     def description(self) -> str:
@@ -46,7 +48,8 @@ class OpenAIJudgeClient:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         body = {**self.sampling, "model": self.model, "messages": list(messages), "max_tokens": max_tokens}
         data = await post_json(f"{self.base_url}/chat/completions", body, headers=headers, timeout=self.timeout,
-                               retries=self.retries, what=f"the judge endpoint {self.base_url}")
+                               retries=self.retries, backoff=self.backoff,
+                               what=f"the judge endpoint {self.base_url}")
         return chat_reply(data, what=f"the judge endpoint {self.base_url}")
 
 
