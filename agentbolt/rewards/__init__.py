@@ -2,6 +2,6 @@
 the seam through which GRPO scores a whole group after its rollouts finished
 (:mod:`agentbolt.rewards.group`)."""
 
-from agentbolt.rewards.group import GroupReward, GroupScoring, score_groups
+from agentbolt.rewards.group import GroupReward, GroupScoring, NoGroupScoredError, score_groups
 
-__all__ = ["GroupReward", "GroupScoring", "score_groups"]
+__all__ = ["GroupReward", "GroupScoring", "NoGroupScoredError", "score_groups"]
