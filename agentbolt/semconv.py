@@ -65,6 +65,52 @@ REWARD_PRIMARY = "agentbolt.reward.primary"
 REWARD_PREFIX = "agentbolt.rewards."
 """Each named reward: ``agentbolt.rewards.<name> = value``."""
 
+# --- judges (agentbolt.rewards.judge) -------------------------------------------------
+JUDGE_SPAN = "agentbolt.judge"
+"""One call of an LLM judge about a rollout (a group judge's one call is recorded on every
+rollout it scored). It is not a model call of the agent: it carries no
+``agentbolt.llm.request``, so no adapter ever trains on it."""
+JUDGE_KIND = "agentbolt.judge.kind"
+"""``group`` (one call scores a GRPO group's rollouts against each other) or ``rubric``."""
+JUDGE_NAME = "agentbolt.judge.name"
+"""The reward name the judge writes (``judge`` unless chosen)."""
+JUDGE_CLIENT = "agentbolt.judge.client"
+"""Which endpoint answered, in words: ``openai <model> at <url>``, ``anthropic <model>``,
+``engine <name>``, ``scripted``."""
+JUDGE_MODEL = "agentbolt.judge.model"
+JUDGE_REQUEST = "agentbolt.judge.request"
+"""JSON: the messages sent to the judge."""
+JUDGE_RESPONSE = "agentbolt.judge.response"
+"""The judge's answer, as text."""
+JUDGE_SCORE = "agentbolt.judge.score"
+JUDGE_RATIONALE = "agentbolt.judge.rationale"
+"""Why the judge gave this rollout its score (also on the reward span it wrote)."""
+JUDGE_GROUP = "agentbolt.judge.group"
+"""The ids of the rollouts judged in the same call (list of strings)."""
+JUDGE_CALL_ID = "agentbolt.judge.call_id"
+"""One id per judge call: the spans of one group call share it."""
+JUDGE_ATTEMPTS = "agentbolt.judge.attempts"
+"""How many calls it took (a malformed answer is asked again, up to the judge's ``retries``)."""
+
+# --- tool calls (agentbolt.mcp) ---------------------------------------------------------
+EXECUTE_TOOL = "execute_tool"
+"""``gen_ai.operation.name`` of a tool call (OpenTelemetry GenAI); the span is named
+``execute_tool <tool name>``."""
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+"""JSON: the arguments the tool was called with."""
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+"""JSON: what the tool returned (MCP: the text of its content blocks, its structured content)."""
+GEN_AI_TOOL_DESCRIPTION = "gen_ai.tool.description"
+MCP_METHOD = "mcp.method.name"
+"""``tools/call`` (OpenTelemetry's MCP conventions)."""
+MCP_SERVER = "agentbolt.mcp.server"
+"""The MCP server's name, as it introduced itself."""
+MCP_TRANSPORT = "agentbolt.mcp.transport"
+"""``stdio`` or ``streamable-http``."""
+MCP_IS_ERROR = "agentbolt.mcp.is_error"
+"""True when the server answered the call with ``isError`` (the tool failed; the call did not)."""
+
 # --- attribution -----------------------------------------------------------------------
 ROLLOUT_ID = "agentbolt.rollout_id"
 ATTEMPT_ID = "agentbolt.attempt_id"

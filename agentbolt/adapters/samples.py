@@ -67,6 +67,13 @@ class SampleCall:
     length: int
     trained: bool
     """Whether its tokens carry loss (its agent matched ``agent_match``)."""
+    finish_reason: str | None = None
+    """Why the engine stopped: ``stop``, ``length`` (cut at ``max_tokens``: truncated), ``tool_calls``..."""
+
+    @property
+    def truncated(self) -> bool:
+        """The answer was cut at ``max_tokens`` (``finish_reason == "length"``)."""
+        return self.finish_reason == "length"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +117,7 @@ class Sample:
             "num_trained_tokens": self.num_response_tokens, "token_ids": self.token_ids,
             "loss_mask": self.loss_mask, "logprobs": self.logprobs, "versions": self.versions,
             "calls": [{"span_id": c.span_id, "agent_name": c.agent_name, "start": c.start, "length": c.length,
-                       "trained": c.trained} for c in self.calls],
+                       "trained": c.trained, "finish_reason": c.finish_reason} for c in self.calls],
         }
 
 
@@ -229,7 +236,8 @@ class _Draft:
 
     def add_response(self, call: ModelCall, train: bool) -> None:
         ids = call.response_token_ids or []
-        self.calls.append(SampleCall(call.span_id, call.agent_name, len(self.token_ids), len(ids), train))
+        self.calls.append(SampleCall(call.span_id, call.agent_name, len(self.token_ids), len(ids), train,
+                                     call.finish_reason))
         if not train:
             self.add_context(ids)
             return

@@ -8,6 +8,7 @@ import platform
 
 import typer
 
+from agentbolt.cli.migrate_cmd import migrate
 from agentbolt.cli.runner_cmd import runner
 from agentbolt.cli.server_cmd import server
 from agentbolt.cli.store_cmds import store_app
@@ -24,6 +25,7 @@ app = typer.Typer(
 app.command(name="server")(server)
 app.command(name="runner")(runner)
 app.add_typer(store_app, name="store")
+app.command(name="migrate")(migrate)
 
 
 @app.command()

@@ -7,7 +7,8 @@ becomes an engine of kind ``vllm`` (token ids and logprobs recorded), anything e
 on ``host:port`` on the running event loop, so v0.3's URLs work unchanged:
 ``http://host:port/rollout/<rollout_id>/attempt/<attempt_id>/v1/chat/completions``.
 Every call is recorded as a model-call span of that attempt (agentbolt's ``gen_ai.*``
-spans, not LiteLLM's ``raw_gen_ai_request``).
+spans, one per call — not LiteLLM's ``raw_gen_ai_request`` and its companions). A call to
+the unscoped ``http://host:port/v1/...`` is forwarded to the upstream and recorded nowhere.
 
 Given to ``Trainer(llm_proxy=...)``, the proxy becomes the run's ``gateway``; publish
 ``proxy.as_resource()`` as the agent's LLM and each attempt gets its own URL.
@@ -16,7 +17,7 @@ Given to ``Trainer(llm_proxy=...)``, the proxy becomes the run's ``gateway``; pu
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TypedDict
 
 from agentbolt.compat.store import as_store
 from agentbolt.compat.store_server import LightningStoreServer
@@ -24,7 +25,15 @@ from agentbolt.runner.gateway_llm import gateway_llm
 from agentbolt.scoped import rollout_base_url
 from agentbolt.types import LLM
 
-__all__ = ["LLMProxy"]
+__all__ = ["LLMProxy", "ModelConfig", "UnscopedFallback"]
+
+
+class ModelConfig(TypedDict):
+    """One entry of ``LLMProxy(model_list=...)`` (LiteLLM's format):
+    ``{"model_name": "gpt-4.1-mini", "litellm_params": {"model": "openai/gpt-4.1-mini", ...}}``."""
+
+    model_name: str
+    litellm_params: dict[str, Any]
 
 
 def _engine(model_list: list[dict[str, Any]]) -> Any:
@@ -48,6 +57,27 @@ def _engine(model_list: list[dict[str, Any]]) -> Any:
         url = url.rstrip("/") + "/v1"
     key = api_key or (os.environ.get("OPENAI_API_KEY") if kind == "openai" else None)
     return EngineSpec(kind=kind, url=url, model=model or target, api_key=key)
+
+
+_UNSCOPED_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/models"})
+
+
+class UnscopedFallback:
+    """ASGI: a model call that names no attempt — no ``/rollout/<id>/attempt/<id>`` prefix,
+    no attempt headers, no token — goes to ``plain`` (the upstream, unrecorded); everything
+    else, lifespan included, to ``server``."""
+
+    def __init__(self, server: Any, plain: Any) -> None:
+        self.server = server
+        self.plain = plain
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] in _UNSCOPED_PATHS:
+            names = {name.lower() for name, _ in scope.get("headers", ())}
+            if not names & {b"authorization", b"x-agentbolt-rollout-id", b"x-agentbolt-attempt-id"}:
+                await self.plain(scope, receive, send)
+                return
+        await self.server(scope, receive, send)
 
 
 class LLMProxy:
@@ -88,12 +118,21 @@ class LLMProxy:
             return
         if self.store is None:
             raise ValueError("LLMProxy needs a store (LLMProxy(..., store=...)) to record the calls in")
-        from agentbolt.server.app import create_app
-
         server = LightningStoreServer(self.store, self.host, self.port)
-        server.app_factory = lambda store: create_app(store, gateway=self.gateway_spec().build())
+        server.app_factory = self._app
         await server.start()
         self._server = server
+
+    def _app(self, store: Any) -> Any:
+        """agentbolt's server with the gateway, plus v0.3's unscoped ``/v1/...`` routes: a
+        call outside any rollout (a smoke test, a helper model call) is forwarded to the
+        upstream as it is and recorded nowhere, as v0.3's proxy did with calls it could not
+        attribute."""
+        from agentbolt.gateway.engine_app import engine_app
+        from agentbolt.server.app import create_app
+
+        gateway = self.gateway_spec().build()
+        return UnscopedFallback(create_app(store, gateway=gateway), engine_app(gateway.engine))
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -46,10 +46,10 @@ PROVIDED: dict[str, str] = {
     "APO": f"{_C}.algorithm.apo:APO",
     # emitters and readers
     "emit_reward": "agentbolt.tracing.emitters:emit_reward",
-    "emit_message": "agentbolt.tracing.emitters:emit_message",
-    "emit_object": "agentbolt.tracing.emitters:emit_object",
-    "emit_exception": "agentbolt.tracing.emitters:emit_exception",
-    "emit_annotation": "agentbolt.tracing.emitters:emit_annotation",
+    "emit_message": f"{_C}.emitter.options:emit_message",
+    "emit_object": f"{_C}.emitter.options:emit_object",
+    "emit_exception": f"{_C}.emitter.options:emit_exception",
+    "emit_annotation": f"{_C}.emitter.options:emit_annotation",
     "operation": "agentbolt.tracing.emitters:operation",
     "reward": f"{_C}.emitter:reward",
     "get_reward_value": f"{_C}.emitter:get_reward_value",
@@ -108,22 +108,27 @@ PROVIDED: dict[str, str] = {
     "Triplet": f"{_C}.types:Triplet",
     "TaskInput": f"{_C}.types:TaskInput",
     "RolloutRawResult": f"{_C}.types:RolloutRawResult",
-    "Span": "agentbolt.types:Span",
+    "Span": f"{_C}.types.span:Span",
     "SpanLike": f"{_C}.types:SpanLike",
     "SpanNames": f"{_C}.types:SpanNames",
     "SpanAttributeNames": f"{_C}.types:SpanAttributeNames",
     "StatusCode": f"{_C}.types:StatusCode",
     "AttributeValue": f"{_C}.types:AttributeValue",
     "Attributes": f"{_C}.types:Attributes",
+    # v0.3's span model parts (agentbolt's Span keeps them as plain fields)
+    "TraceState": f"{_C}.types.tracer:TraceState",
+    "SpanContext": f"{_C}.types.tracer:SpanContext",
+    "TraceStatus": f"{_C}.types.tracer:TraceStatus",
+    "Event": f"{_C}.types.tracer:Event",
+    "Link": f"{_C}.types.tracer:Link",
+    "OtelResource": f"{_C}.types.tracer:OtelResource",
+    "SpanCoreFields": f"{_C}.types.tracer:SpanCoreFields",
+    "SpanRecordingContext": f"{_C}.types.tracer:SpanRecordingContext",
 }
 
 _LEGACY = (
     "v0.1/v0.2 API that v0.3 already deprecated (the HTTP task server and client); agentbolt's "
     "store is the one channel: enqueue with LightningStore/Store, run agents with Trainer or LitAgentRunner"
-)
-_SPAN_MODEL = (
-    "a part of v0.3's own Span model; agentbolt's Span keeps these as plain fields "
-    "(trace_id, span_id, parent_id, status, events, resource)"
 )
 
 UNSUPPORTED: dict[str, str] = {
@@ -149,19 +154,11 @@ UNSUPPORTED: dict[str, str] = {
                      "take v0.3's keyword filters directly",
     "SortOptions": "as FilterOptions: sort with sort_by=/sort_order= on the LightningStore methods",
     "FilterField": "as FilterOptions",
-    "TraceState": _SPAN_MODEL,
-    "SpanContext": _SPAN_MODEL,
-    "TraceStatus": _SPAN_MODEL,
-    "Event": _SPAN_MODEL,
-    "Link": _SPAN_MODEL,
-    "OtelResource": _SPAN_MODEL,
-    "SpanCoreFields": _SPAN_MODEL,
-    "SpanRecordingContext": "v0.3 tracers' internal handle on a span being recorded; record spans through "
-                            "the OpenTelemetry API or the emitters",
 }
 
 V03_NAMES = frozenset(PROVIDED) | frozenset(UNSUPPORTED)
 
-SHADOWED = frozenset({"Tracer"})
+SHADOWED = frozenset({"Tracer", "Span", "emit_message", "emit_object", "emit_exception", "emit_annotation"})
 """v0.3 names that ``import agentbolt as agl`` resolves to agentbolt's own, different
-object (``agl.Tracer`` is agentbolt's per-runner tracer); ``agentbolt.compat`` has v0.3's."""
+object (``agl.Tracer`` is agentbolt's per-runner tracer; ``agl.emit_object`` and the other
+three emitters take agentbolt's keywords); ``agentbolt.compat`` has v0.3's."""

@@ -10,17 +10,32 @@ over the served store. Clients: :class:`~agentbolt.compat.store.LightningStoreCl
 from __future__ import annotations
 
 import asyncio
+import logging
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from agentbolt.compat.store import LightningStore, as_store
 from agentbolt.store.base import Store
 
-__all__ = ["LightningStoreServer"]
+__all__ = ["LightningStoreServer", "UnauthenticatedServerWarning"]
+
+log = logging.getLogger(__name__)
+
+
+class UnauthenticatedServerWarning(UserWarning):
+    """A store served beyond this machine without an admin token: anyone who can reach the
+    port can read and change every rollout, resource and span."""
 
 
 class LightningStoreServer(LightningStore):
-    """Serve ``store`` at ``http://host:port`` (loopback only unless ``admin_token`` is set)."""
+    """Serve ``store`` at ``http://host:port``.
+
+    As in v0.3, any ``host`` works — ``"0.0.0.0"`` serves every interface — but a store
+    served beyond loopback without ``admin_token`` is open to anyone who can reach the port,
+    so :meth:`start` then warns (:class:`UnauthenticatedServerWarning`, and the log). With
+    ``admin_token`` every request must carry it (``LightningStoreClient(url, token=...)``,
+    ``agentbolt runner --token``)."""
 
     def __init__(self, store: LightningStore | Store, host: str = "127.0.0.1", port: int = 4747,
                  *, admin_token: str | None = None, **_options: Any) -> None:
@@ -49,7 +64,11 @@ class LightningStoreServer(LightningStore):
         from agentbolt.server.app import _is_loopback, create_app
 
         if self.admin_token is None and not _is_loopback(self.host):
-            raise ValueError(f"no admin_token: refusing to serve the store on {self.host}; pass admin_token=...")
+            message = (f"serving the store on {self.host}:{self.port} WITHOUT authentication: anyone who can reach "
+                       "this port can read and change every rollout, resource and span (and run code through "
+                       "them in your agents). Pass admin_token=... (clients then need it), or bind 127.0.0.1")
+            warnings.warn(message, UnauthenticatedServerWarning, stacklevel=2)
+            log.warning(message)
         app = self.app_factory(self.store) if self.app_factory else create_app(self.store, admin_token=self.admin_token)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", access_log=False,
                                 lifespan="on", timeout_graceful_shutdown=1)

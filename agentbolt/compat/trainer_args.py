@@ -8,10 +8,13 @@ adapter=..., tracer=..., strategy="shm")`` runs unchanged:
 v0.3                      agentbolt
 ========================  =================================================================
 ``initial_resources``     ``resources`` (published before the algorithm starts, and handed
-                          to a v0.3 algorithm's ``get_initial_resources()``)
+                          to a v0.3 algorithm's ``get_initial_resources()``); those given to
+                          ``APO.set_initial_resources()`` when the Trainer has none
 ``n_workers``             ``n_runners``
 ``strategy="shm"``        ``"inprocess"`` (runners as tasks of this process)
-``strategy="cs"``         ``"multiprocess"`` (runner processes, the store served over HTTP)
+``strategy="cs"``         ``ClientServerExecutionStrategy``: agentbolt's ``"multiprocess"``
+                          (runner processes, the store served over HTTP), an in-memory
+                          store served by the trainer's process
 ``store=LightningStore``  the agentbolt store it wraps
 v0.3 ``Algorithm``        run by :class:`~agentbolt.compat.algorithm.V03Algorithm`
 ``adapter``               handed to a v0.3 algorithm (``get_adapter()``)
@@ -51,11 +54,13 @@ V03_ARGUMENTS = frozenset(
 def looks_v03(algorithm: Any, store: Any, strategy: Any, runner: Any, hooks: Any = ()) -> bool:
     """Whether any of these is a v0.3 value (so :func:`map_arguments` has work to do)."""
     from agentbolt.algorithms.base import Algorithm
+    from agentbolt.compat.algorithm.apo import V03APO
     from agentbolt.runner.runner import Runner
     from agentbolt.store.base import Store
 
     return (
         (algorithm is not None and not isinstance(algorithm, Algorithm))
+        or (isinstance(algorithm, V03APO) and algorithm.initial_resources is not None)
         or (store is not None and not isinstance(store, (Store, str)))
         or (isinstance(strategy, str) and strategy in V03_STRATEGIES)
         or isinstance(strategy, dict)
@@ -78,6 +83,11 @@ def map_arguments(ours: dict[str, Any], v03: dict[str, Any]) -> dict[str, Any]:
         if out.get("resources"):
             raise TypeError("give resources= or initial_resources= (Agent Lightning's name), not both")
         out["resources"] = dict(initial)
+    from agentbolt.compat.algorithm.apo import V03APO
+
+    algorithm = out.get("algorithm")
+    if isinstance(algorithm, V03APO) and algorithm.initial_resources is not None and not out.get("resources"):
+        out["resources"] = dict(algorithm.initial_resources)  # APO.set_initial_resources(...)
     if v03.get("n_workers") is not None:
         out["n_runners"] = v03["n_workers"]
     out["strategy"] = _strategy(out.get("strategy"))
@@ -100,6 +110,9 @@ def map_arguments(ours: dict[str, Any], v03: dict[str, Any]) -> dict[str, Any]:
 
 
 def _strategy(strategy: Any) -> Any:
+    from agentbolt.compat.execution import strategy_of
+
+    strategy = strategy_of(strategy)  # "cs" with any store, v0.3's server options
     if isinstance(strategy, str):
         return V03_STRATEGIES.get(strategy, strategy)
     if isinstance(strategy, dict):

@@ -35,8 +35,8 @@ from agentbolt.gateway.tools import (
     tool_functions,
 )
 
-__all__ = ["ChatTemplate", "ToolMode", "bad_request", "keep_first_call", "load_tokenizer", "sole_argument_opening",
-           "text_of"]
+__all__ = ["ChatTemplate", "ToolMode", "bad_request", "closes_turn", "keep_first_call", "load_tokenizer",
+           "sole_argument_opening", "text_of"]
 
 _STAND_IN = "AGENTBOLT-EARLIER-ANSWER-9f3c1e"  # stands for the sampled answer when rendering around it
 
@@ -216,15 +216,18 @@ class ChatTemplate:
         at = base_text.rfind(_STAND_IN)
         if at < 0 or not full_text.startswith(base_text):
             return None
-        turn_end = base_text[at + len(_STAND_IN):]
-        if sampled:  # the model's own end-of-turn token already closes the turn
-            last = self.decode_one(sampled[-1])
-            if last and turn_end.startswith(last):
-                turn_end = turn_end[len(last):]
-        return [*earlier, *sampled, *self.encode(turn_end + full_text[len(base_text):] + mode.prefix)]
+        after = self.encode(base_text[at + len(_STAND_IN):] + full_text[len(base_text):] + mode.prefix)
+        if closes_turn(sampled, after):  # the model's own end-of-turn token already closes the turn
+            after = after[1:]
+        return [*earlier, *sampled, *after]
 
-    def decode_one(self, token_id: int) -> str:
-        return str(self.tokenizer.decode([token_id]))
+
+def closes_turn(sampled: Sequence[int], after: Sequence[int]) -> bool:
+    """Whether the answer's last sampled token is the token the template writes first after
+    an answer (its end-of-turn token, which the model sampled to stop). Decided by token
+    id: an answer cut right after a token that *decodes* like the start of that text (``<``
+    before ``<|im_end|>``) has not closed its turn, and the end-of-turn token still follows."""
+    return bool(sampled) and bool(after) and sampled[-1] == after[0]
 
 
 def keep_first_call(calls: Sequence[Any], parallel: bool) -> list[Any]:

@@ -11,6 +11,11 @@ later token carries the new one), resume — always, even when the load fails.
   through the admin route ``POST /v1/gateway/weights`` (tensors as safetensors bytes,
   or a LoRA directory the server can read).
 
+Both also reach the engine directly for what a trainer checks before and after it
+publishes: ``completions`` (a probe, part of no rollout: ``POST /v1/gateway/completions``)
+and ``rebase_adapters`` (the weights served now become the base of the next adapter:
+``POST /v1/gateway/rebase``).
+
 ::
 
     control = RemoteGateway(server_url, token=admin_token)   # or LocalGatewayControl(gateway)
@@ -36,9 +41,12 @@ if TYPE_CHECKING:
 
     from agentbolt.gateway.gateway import Gateway
 
-__all__ = ["WEIGHTS_ROUTE", "GatewayControl", "LocalGatewayControl", "RemoteGateway"]
+__all__ = ["COMPLETIONS_ROUTE", "REBASE_ROUTE", "WEIGHTS_ROUTE", "GatewayControl", "LocalGatewayControl",
+           "RemoteGateway"]
 
 WEIGHTS_ROUTE = "/v1/gateway/weights"
+REBASE_ROUTE = "/v1/gateway/rebase"
+COMPLETIONS_ROUTE = "/v1/gateway/completions"
 
 _POLL_MIN, _POLL_MAX = 0.005, 0.05
 
@@ -88,6 +96,23 @@ class GatewayControl(abc.ABC):
         :class:`~agentbolt.gateway.weight_update.WeightUpdate` it loads."""
         update = WeightUpdate(state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path)
         return await self.load_weights(update, version=version, drain_timeout=drain_timeout)
+
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A ``/v1/completions`` call straight to the engine, part of no rollout and not
+        recorded: a trainer's probe of what the engine serves (token ids in, logprobs out)."""
+        engine = self.engine
+        if engine is None:
+            raise NotImplementedError(f"{type(self).__name__} reaches no engine for a direct call")
+        return await engine.completions(body)
+
+    async def rebase_adapters(self) -> None:
+        """Make the weights the engine serves now the base of the next LoRA adapter (see
+        :meth:`~agentbolt.gateway.engine.Engine.rebase_adapters`); EngineError(501) for an
+        engine that cannot."""
+        engine = self.engine
+        if engine is None:
+            raise NotImplementedError(f"{type(self).__name__} reaches no engine to rebase")
+        engine.rebase_adapters()
 
     async def flush(self) -> None:
         """Wait until the spans of finished calls are in the store. A gateway in another
@@ -190,6 +215,14 @@ class RemoteGateway(GatewayControl):
         response = await self._http().get("/v1/gateway/status")
         _raise_for(response)
         return response.json()
+
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        response = await self._http().post(COMPLETIONS_ROUTE, json=body)
+        _raise_for(response)
+        return dict(response.json())
+
+    async def rebase_adapters(self) -> None:
+        _raise_for(await self._http().post(REBASE_ROUTE))
 
     async def load_weights(self, update: WeightUpdate, *, version: int | None = None,
                            drain_timeout: float = 120.0) -> int:

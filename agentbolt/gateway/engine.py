@@ -63,6 +63,8 @@ class Engine(abc.ABC):
     #: the :class:`WeightUpdate` fields it takes: ``state_dict`` / ``lora`` (tensors),
     #: ``lora_path`` (a peft adapter directory it reads)
     weight_formats: tuple[str, ...] = ()
+    #: whether :meth:`rebase_adapters` can make the weights served now the base of the next adapter
+    supports_rebase: bool = False
     #: the policy's tokenizer, for engines whose completions route takes token ids: the
     #: gateway then renders chats itself (tools included), parses tool calls and builds
     #: prompts from the attempt's earlier token ids (:mod:`agentbolt.gateway.token_chat`)
@@ -115,6 +117,17 @@ class Engine(abc.ABC):
             f"the {self.name} engine cannot load new weights: it forwards to a model server agentbolt does not "
             "control; to train, serve the policy with the transformers engine (in-process) or with vLLM "
             "(LoRA adapters through lora_path=)",
+        )
+
+    def rebase_adapters(self) -> None:
+        """Make the weights served now (any adapter merged in) the base of the next LoRA
+        adapter, without changing what is served. Engines that cannot
+        (``supports_rebase = False``: vLLM applies each adapter to the model it loaded)
+        raise EngineError(501)."""
+        raise EngineError(
+            501,
+            f"the {self.name} engine applies every LoRA adapter to the model it was started with, so the weights it "
+            "serves now cannot become the base of the next one: start it from the trainer's model instead",
         )
 
     async def update_weights(

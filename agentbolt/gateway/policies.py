@@ -54,6 +54,7 @@ class PolicyEngines(Engine):
         first = next(iter(self.engines.values()))
         self.returns_token_ids = all(e.returns_token_ids for e in self.engines.values())
         self.supports_weight_updates = all(e.supports_weight_updates for e in self.engines.values())
+        self.supports_rebase = all(e.supports_rebase for e in self.engines.values())
         self.weight_formats = first.weight_formats
         self.tokenizer = first.tokenizer
         self.tool_parser = first.tool_parser
@@ -131,9 +132,10 @@ class PolicyEngines(Engine):
 
     def rebase_adapters(self) -> None:
         """See :meth:`TransformersEngine.rebase_adapters`; the default policy's."""
-        rebase = getattr(self._default_engine(), "rebase_adapters", None)
-        if rebase is not None:
-            rebase()
+        engine = self._default_engine()
+        if engine is None:
+            raise EngineError(501, "these policies have no default: rebase one policy's engine (PolicyControl)")
+        engine.rebase_adapters()
 
     # ---- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:

@@ -96,6 +96,7 @@ class TransformersEngine(Engine):
     returns_token_ids = True
     supports_weight_updates = True
     weight_formats = ("state_dict", "lora", "lora_path")
+    supports_rebase = True
 
     def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 8, batch_window_ms: float = 5,
                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None,

@@ -13,8 +13,9 @@ then continues from its prefix's keys/values (``prefix_group`` says which prefix
 uses). Exact: the rows see the same keys/values, and the gradient of a prefix is the sum
 over its rows.
 
-Models whose logits are more than ``lm_head(hidden)`` (soft-capped or scaled) take the
-full-logits path, with the same results at the wanted positions.
+Models whose logits are more than ``lm_head(hidden)`` (soft-capped or scaled: Gemma 2/3,
+Cohere, Granite) take the full-logits path — the same prefix groups, the logits of every
+position after them — with the same results at the wanted positions.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def token_logprobs(
     split = split_head(model)
     sharing = P > 0 and N > 1 and prefix_sharing_ok(model)
     if split is None:
-        return _full_logits(model, input_ids, attention_mask, want, with_entropy, P if sharing else 0)
+        return _full_logits(model, input_ids, attention_mask, want, with_entropy, P if sharing else 0, prefix_group)
     backbone, head = split
     if sharing:
         hidden, start = prefixed_hidden(backbone, input_ids, attention_mask, P, prefix_group), P
@@ -112,29 +113,34 @@ class _ChosenLogprob(torch.autograd.Function):
 
 
 def prefixed_hidden(backbone: Any, input_ids: Tensor, attention_mask: Tensor, P: int,
-                     prefix_group: Tensor | None) -> Tensor:
+                    prefix_group: Tensor | None) -> Tensor:
     """Hidden states of positions P..T−1, the first P tokens run once per prefix group."""
+    return _prefixed_forward(backbone, input_ids, attention_mask, P, prefix_group).last_hidden_state
+
+
+def _prefixed_forward(module: Any, input_ids: Tensor, attention_mask: Tensor, P: int,
+                      prefix_group: Tensor | None) -> Any:
+    """``module``'s output on positions P..T−1 (a backbone's hidden states, or a whole
+    model's logits), the first P tokens run once per prefix group: row n continues from
+    the keys/values of its own group's prefix (``prefix_group[n]``; None: all rows share one)."""
     N = input_ids.shape[0]
     group = torch.zeros(N, dtype=torch.long, device=input_ids.device) if prefix_group is None else prefix_group
     G = int(group.max()) + 1
     first = torch.full((G,), N, dtype=torch.long, device=group.device).scatter_reduce(
         0, group, torch.arange(N, device=group.device), reduce="amin")
-    head = backbone(input_ids=input_ids[first, :P], attention_mask=attention_mask[first, :P], use_cache=True)
+    head = module(input_ids=input_ids[first, :P], attention_mask=attention_mask[first, :P], use_cache=True)
     cache = getattr(head, "cache", None) or head.past_key_values
     cache.batch_select_indices(group)  # row n continues from its group's keys/values
-    kw = {_cache_argument(backbone): cache}  # `cache` since transformers 5.x, `past_key_values` before
-    return backbone(input_ids=input_ids[:, P:], attention_mask=attention_mask, use_cache=True, **kw).last_hidden_state
+    kw = {_cache_argument(module): cache}  # `cache` since transformers 5.x, `past_key_values` before
+    return module(input_ids=input_ids[:, P:], attention_mask=attention_mask, use_cache=True, **kw)
 
 
 def _full_logits(model: Any, input_ids: Tensor, attention_mask: Tensor, want: Tensor, with_entropy: bool,
-                 P: int) -> tuple[Tensor, Tensor | None]:
-    """The whole model's logits at every position (models with more than a plain output layer)."""
+                 P: int, prefix_group: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """The whole model's logits at every position (models with more than a plain output
+    layer); with P > 0 each prefix group's first P tokens run once, as in the split path."""
     if P > 0:
-        head = model(input_ids=input_ids[:1, :P], attention_mask=attention_mask[:1, :P], use_cache=True)
-        cache = getattr(head, "cache", None) or head.past_key_values
-        cache.batch_repeat_interleave(input_ids.shape[0])
-        kw = {_cache_argument(model): cache}
-        tail = model(input_ids=input_ids[:, P:], attention_mask=attention_mask, use_cache=True, **kw).logits
+        tail = _prefixed_forward(model, input_ids, attention_mask, P, prefix_group).logits
         lp, ent = shifted_logprobs(tail, input_ids[:, P:], with_entropy=with_entropy)
         pad = torch.zeros_like(input_ids[:, :P], dtype=lp.dtype)
         lp, ent = torch.cat([pad, lp], dim=1), None if ent is None else torch.cat([pad, ent], dim=1)

@@ -219,6 +219,16 @@ class Policy:
         else:
             self.model.load_state_dict(state)
 
+    def base_weights(self) -> Iterator[tuple[str, Tensor]]:
+        """The weights without the adapter, named as in the plain model (what an engine
+        serving this policy's base holds); every weight when training all of them."""
+        if not self.lora:
+            yield from self.model.named_parameters()
+            return
+        for name, param in self.model.get_base_model().named_parameters():
+            if "lora_" not in name:
+                yield name.replace(".base_layer.", "."), param
+
     def merged_model(self) -> Any:
         """A plain transformers model with the adapter merged in (a copy; training goes on)."""
         if not self.lora:

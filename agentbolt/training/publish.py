@@ -11,10 +11,16 @@ engine samples must come from the weights the trainer holds, or the importance r
   not, GRPO recomputes π_old with the trainer (:mod:`agentbolt.algorithms.grpo.update`);
 * :class:`Publisher` — sends the weights in the format the engine takes: tensors to the
   transformers engine (here or in a server), a peft adapter directory to engines that read
-  adapters from disk (vLLM's runtime LoRA route); then, for an engine in this process,
-  compares the engine's logprobs with the trainer's on a probe sequence:
-  ``publish/max_abs_logprob_diff`` = max_t |log π_engine(y_t | y_<t) − log π_θ(y_t | y_<t)|
-  over the engine's greedy continuation y of the probe.
+  adapters from disk (vLLM's runtime LoRA route); then, for an engine that reports its
+  numerics (here or in a server), compares the engine's logprobs with the trainer's on a
+  probe sequence: ``publish/max_abs_logprob_diff`` = max_t |log π_engine(y_t | y_<t) −
+  log π_θ(y_t | y_<t)| over the engine's greedy continuation y of the probe, against a
+  tolerance that depends on the dtypes (:func:`probe_tolerance`);
+* :meth:`Publisher.adopt_served_base` — before a trainer that brought its own weights
+  (``model=``) publishes anything: the engine's served weights must be the trainer's base
+  — then they become the base of the trainer's adapters (``rebase_adapters``), so an
+  adapter another trainer left (SFT's) is not dropped by the first publish — or the run
+  refuses (:class:`ServedWeightsMismatchError`).
 """
 
 from __future__ import annotations
@@ -31,14 +37,26 @@ from typing import Any
 from agentbolt.gateway.weight_update import WeightUpdate
 
 __all__ = [
-    "EngineInfo", "NoGatewayError", "PublishMismatchError", "Publisher",
-    "engine_info", "numerics_match", "policy_device",
+    "LOW_PRECISION_TOLERANCE", "EngineInfo", "NoGatewayError", "PublishMismatchError", "Publisher",
+    "ServedWeightsMismatchError", "engine_info", "numerics_match", "policy_device", "probe_tolerance",
+    "served_weights_gap",
 ]
 
 log = logging.getLogger("agentbolt.algorithms")
 
 PROBE_PROMPT_TOKENS = 48
 PROBE_NEW_TOKENS = 8
+START_PROBE_TEXT = ("A probe of the weights an engine serves: the quick brown fox jumps over the lazy dog, "
+                    "then counts 1, 2, 3, 4, 5 and says")
+
+LOW_PRECISION_TOLERANCE = 0.5
+"""Probe tolerance (max |Δ logprob| over the probe) when trainer or engine computes in 16
+bits, or on another device: bf16 keeps 8 significant bits, so the same weights give
+logprobs that differ by rounding alone — SmolLM2-135M, bf16 engine vs bf16 or fp32
+trainer: up to 0.13 over 8 probe tokens (measured), 0.24 in the review's runs. Twice that
+still catches an engine serving other weights (a tiny model on the pre-SFT base: 0.6–1.1);
+smaller differences are not visible in 16-bit logprobs (an engine in this process is
+compared weight by weight at the start instead, :func:`served_weights_gap`)."""
 
 
 class NoGatewayError(RuntimeError):
@@ -47,6 +65,10 @@ class NoGatewayError(RuntimeError):
 
 class PublishMismatchError(RuntimeError):
     """After a publish, the engine's logprobs differ from the trainer's for the same weights."""
+
+
+class ServedWeightsMismatchError(PublishMismatchError):
+    """A trainer given its own weights (``model=``) starts against an engine that serves others."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +140,42 @@ def numerics_match(policy: Any, info: EngineInfo) -> bool:
     return both_fp32 and _same_device(info.device, str(policy.device))
 
 
+def probe_tolerance(policy: Any, info: EngineInfo, tolerance: float,
+                    low_precision: float = LOW_PRECISION_TOLERANCE) -> float:
+    """The probe's tolerance: ``tolerance`` when trainer and engine both compute in float32
+    on the same device (:func:`numerics_match`: they agree to rounding of 1e-6), else the
+    larger ``low_precision`` (16-bit dtypes, other kernels: see :data:`LOW_PRECISION_TOLERANCE`)."""
+    return tolerance if numerics_match(policy, info) else max(tolerance, low_precision)
+
+
+def served_weights_gap(served: Any, policy: Any) -> tuple[int, str | None]:
+    """How many of the engine model ``served``'s weights differ from the trainer's base
+    (:meth:`~agentbolt.training.policy.Policy.base_weights`) by more than rounding, and the
+    first such weight's name. Compared tensor by tensor on the engine's device, in the
+    coarser of the two dtypes, to 4 ulp of it, relative to the weight and to the tensor's
+    mean magnitude (an engine merges an adapter into weights already rounded to its dtype:
+    an element that nearly cancels keeps the rounding error of the weight it came from).
+    A rounding flip is not a difference; SFT's adapter, or other weights, are."""
+    import torch
+
+    mine = dict(policy.base_weights())
+    bad, first = 0, None
+    with torch.no_grad():
+        for name, weight in served.named_parameters():
+            theirs = mine.get(name)
+            if theirs is None or tuple(theirs.shape) != tuple(weight.shape):
+                bad, first = bad + weight.numel(), first or name
+                continue
+            dtype = max((weight.dtype, theirs.dtype), key=lambda d: torch.finfo(d).eps)
+            a, b = weight.to(dtype), theirs.detach().to(weight.device, dtype)
+            eps = torch.finfo(dtype).eps
+            scale = float(b.abs().mean()) if b.numel() else 0.0  # merged into rounded weights: error ~ their ulp
+            off = int((~torch.isclose(a, b, rtol=4 * eps, atol=4 * eps * scale)).sum())
+            if off:
+                bad, first = bad + off, first or name
+    return bad, first
+
+
 class Publisher:
     """Publishes ``policy`` to the engine behind ``control`` (see the module doc).
 
@@ -185,17 +243,94 @@ class Publisher:
         for old in found[: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)
 
-    async def agreement(self, probe: Sequence[int]) -> float | None:
-        """max |Δ logprob| between the in-process engine and the trainer on the engine's
-        greedy continuation of ``probe`` (None: the engine is not in this process)."""
+    async def adopt_served_base(self) -> dict[str, Any]:
+        """Before a trainer given its own weights publishes anything: check that the engine
+        serves them, then make what it serves the base of the trainer's adapters (any
+        adapter it serves now stays merged in, as it is in the trainer's weights: an SFT
+        export on an engine that serves SFT's adapter). Raises
+        :class:`ServedWeightsMismatchError` when the engine serves other weights.
+
+        An engine in this process is compared weight by weight (:func:`served_weights_gap`:
+        exact to the served dtype's rounding, bf16 included); one in a server by a probe
+        (the trainer's adapter is still zero, so its logprobs are its base's) within
+        :func:`probe_tolerance` — decisive in float32; in 16 bits the probe only sees
+        differences above rounding, so the trainer's base is then loaded into the engine
+        (one upload at the start, exact). An engine that reports no numerics (vLLM) cannot
+        be checked: it is said once, and its adapters go on the model it was started with."""
         engine: Any = self.control.engine
-        if not hasattr(getattr(engine, "model", None), "state_dict") or not engine.returns_token_ids:
-            return None  # not a model in this process (vLLM's `model` is a name)
+        if engine is not None and _holds_weights(engine):
+            bad, first = await asyncio.to_thread(served_weights_gap, engine.model, self.policy)
+            if bad:
+                raise ServedWeightsMismatchError(self._refusal(f"{bad} weights differ beyond {engine.dtype} rounding "
+                                                               f"(first: {first})"))
+            values: dict[str, Any] = {"publish/base_weights_differing": 0}
+        elif self.info.dtype is not None:
+            prompt = [int(t) for t in self.policy.tokenizer(START_PROBE_TEXT)["input_ids"]]
+            diff = await self._probe_diff(prompt, 2 * PROBE_NEW_TOKENS)
+            tolerance = probe_tolerance(self.policy, self.info, self.tolerance)
+            if diff is not None and diff > tolerance:
+                raise ServedWeightsMismatchError(self._refusal(f"its logprobs differ from the trainer's by up to "
+                                                               f"{diff:.3g} (tolerance {tolerance:g})"))
+            values = {} if diff is None else {"publish/base_max_abs_logprob_diff": diff}
+            if not numerics_match(self.policy, self.info) and self.info.takes_tensors:
+                # below the probe's 16-bit tolerance a small difference cannot be told from rounding: make it none
+                await self.control.load_weights(self._base_update())
+                values["publish/base_loaded"] = 1
+                return values
+        else:
+            log.warning("the %s engine does not report its numerics, so whether it serves the weights given with "
+                        "model= cannot be checked: its adapters are applied to the model it was started with, which "
+                        "must be those weights", self.info.name)
+            return {}
+        if self.policy.lora and self.info.takes_tensors:
+            await self.control.rebase_adapters()
+        return values
+
+    def _base_update(self) -> WeightUpdate:
+        """The trainer's base weights in the engine's dtype, as a full load (which the engine
+        then takes as the base of later adapters)."""
         import torch
 
-        prompt = [int(t) for t in probe[:PROBE_PROMPT_TOKENS]]
-        answer = await engine.completions({"prompt": prompt, "max_tokens": PROBE_NEW_TOKENS, "temperature": 0.0,
-                                           "logprobs": 1, "return_token_ids": True})
+        dtype = getattr(torch, str(self.info.dtype).removeprefix("torch."))
+        return WeightUpdate({name: w.detach().to("cpu", dtype, copy=True) for name, w in self.policy.base_weights()})
+
+    def _refusal(self, what: str) -> str:
+        return (f"the engine ({self.info.describe()}) does not serve the weights this trainer was given with model=: "
+                f"{what}. Its adapters would be served on other weights than the trainer trains. Train what it serves "
+                "(GRPO()/SFT() without model=, engine in this process), load the weights into it first "
+                "(control.update_weights(state_dict=...)), or start the engine from them (agentbolt server --model "
+                "<the same directory>)")
+
+    async def agreement(self, probe: Sequence[int]) -> float | None:
+        """max |Δ logprob| between the engine and the trainer on the engine's greedy
+        continuation of ``probe`` (None: the engine reports no numerics, as vLLM). Above
+        :func:`probe_tolerance` raises :class:`PublishMismatchError`."""
+        if self.info.dtype is None:
+            return None  # vLLM: other kernels, no dtype to set a tolerance by
+        diff = await self._probe_diff([int(t) for t in probe[:PROBE_PROMPT_TOKENS]], PROBE_NEW_TOKENS)
+        if diff is None:
+            return None
+        self.last_diff = diff
+        tolerance = probe_tolerance(self.policy, self.info, self.tolerance)
+        if diff > tolerance:
+            raise PublishMismatchError(
+                f"after publishing, the engine's logprobs differ from the trainer's by up to {diff:.3g} (tolerance "
+                f"{tolerance:g} for a {self.policy.dtype} trainer on {self.policy.device} and {self.info.describe()}): "
+                "the engine serves other weights than the trainer trains. Was the engine given weights by someone "
+                "else, or the policy built from another model than the one served? Build the policy from the served "
+                "model (GRPO()/SFT() without model=) or start the engine from the policy's weights"
+            )
+        if diff > self.tolerance:
+            log.debug("trainer (%s on %s) and engine (%s) differ by up to %.3g after publishing: expected with "
+                      "different numerics", self.policy.dtype, self.policy.device, self.info.describe(), diff)
+        return diff
+
+    async def _probe_diff(self, prompt: list[int], new_tokens: int) -> float | None:
+        """max_t |log π_engine − log π_θ| over the engine's greedy continuation of ``prompt``."""
+        import torch
+
+        answer = await self.control.completions({"prompt": prompt, "max_tokens": new_tokens, "temperature": 0.0,
+                                                 "logprobs": 1, "return_token_ids": True})
         choice = answer["choices"][0]
         out, served = list(choice.get("token_ids") or []), (choice.get("logprobs") or {}).get("token_logprobs")
         if not out or not served:
@@ -203,17 +338,9 @@ class Publisher:
         ids = torch.tensor([prompt + out], device=self.policy.device)
         full = await asyncio.to_thread(self.policy.inference_logprobs, ids, torch.ones_like(ids))
         trained = full[0, len(prompt):].float().cpu()
-        diff = float((trained - torch.tensor(served[: len(out)], dtype=torch.float32)).abs().max())
-        self.last_diff = diff
-        if diff > self.tolerance and numerics_match(self.policy, self.info):
-            raise PublishMismatchError(
-                f"after publishing, the engine's logprobs differ from the trainer's by up to {diff:.3g} (tolerance "
-                f"{self.tolerance:g}) although both compute in {self.policy.dtype} on {self.policy.device}: the engine "
-                "serves other weights than the trainer trains. Was the engine given weights by someone else, or the "
-                "policy built from another model than the one served? Build the policy from the served model "
-                "(GRPO()/SFT() without model=) or start the engine from the policy's weights"
-            )
-        if diff > self.tolerance:
-            log.debug("trainer (%s on %s) and engine (%s) differ by up to %.3g after publishing: expected with "
-                      "different numerics", self.policy.dtype, self.policy.device, self.info.describe(), diff)
-        return diff
+        return float((trained - torch.tensor(served[: len(out)], dtype=torch.float32)).abs().max())
+
+
+def _holds_weights(engine: Any) -> bool:
+    """An engine object of this process with a transformers model in it (vLLM's ``model`` is a name)."""
+    return engine.supports_rebase and hasattr(getattr(engine, "model", None), "named_parameters")

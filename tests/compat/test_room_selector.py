@@ -79,13 +79,15 @@ async def test_debugging_loop_reads_back_the_grader_scores_and_messages(openai_s
     assert len(server.calls) == 12
 
 
+@pytest.mark.parametrize("resources_on_the_algorithm", [False, True], ids=["trainer", "set_initial_resources"])
 def test_apo_improves_the_prompt_against_the_scripted_critic(openai_script: Any, tmp_path: Any,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             resources_on_the_algorithm: bool) -> None:
     from tests.compat.programs import room_selector_apo
 
     monkeypatch.chdir(tmp_path)  # APO keeps its run files under ./runs
     openai_script(model)
-    result = room_selector_apo.main()
+    result = room_selector_apo.main(resources_on_the_algorithm=resources_on_the_algorithm)
     assert STRICT in result.best_prompt.template
     assert result.before.mean_reward == pytest.approx(0.5)
     assert result.after.mean_reward == pytest.approx(1.0)

@@ -24,6 +24,24 @@ def _policy(lora: bool) -> Policy:
     return Policy(model, tok, lora=LORA if lora else None)
 
 
+def _soft_capped_policy() -> Policy:
+    """A tiny Gemma 2 (final-logit soft-capping: its logits are more than lm_head(h)), built from a config."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    from agentbolt.models import byte_tokenizer
+
+    tok = byte_tokenizer()
+    config = Gemma2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
+                          final_logit_softcapping=3.0, sliding_window=64, pad_token_id=tok.pad_token_id,
+                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(5)
+        model = Gemma2ForCausalLM(config)
+    model.eval()
+    return Policy(model, tok, lora=LORA)
+
+
 def _sample(rollout: str, prompt: list[int], response: list[int]) -> Sample:
     ids = prompt + response
     mask = [0] * len(prompt) + [1] * len(response)
@@ -65,6 +83,24 @@ def test_trained_positions_only_and_per_task_prefixes_match_the_full_forward(lor
     # a weight's gradient sums over every position of the batch, in another order on each path
     for got, want in zip(fast_grads, full_grads, strict=True):
         assert_same_sums(got, want, terms=batch.input_ids.numel())
+
+
+def test_a_soft_capped_model_conditions_each_task_on_its_own_prompt() -> None:
+    """Gemma 2 takes the full-logits path; its rows still continue from their own group's
+    prompt (before the fix every row continued from row 0's: |Δ| up to 0.43 per token here)."""
+    policy = _soft_capped_policy()
+    from agentbolt.training.logprobs import split_head
+
+    assert split_head(policy.model) is None  # the full-logits path
+    batch = collate(_two_tasks(), policy.pad_id)
+    assert batch.prefix_group is not None and batch.prefix_group.tolist() == [0, 0, 1, 1, 0]
+    full, full_ent, full_grads = _logprobs_and_grads(policy, batch)
+    fast, fast_ent, fast_grads = _logprobs_and_grads(policy, batch, shared_prefix=batch.shared_prefix,
+                                                     prefix_group=batch.prefix_group, positions=batch.loss_mask)
+    torch.testing.assert_close(fast, full, rtol=1e-5, atol=1e-5)  # float32, 2 layers: rounding only
+    torch.testing.assert_close(fast_ent, full_ent, rtol=1e-5, atol=1e-5)
+    for got, want in zip(fast_grads, full_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
 def test_untrained_positions_are_zero_and_not_computed() -> None:

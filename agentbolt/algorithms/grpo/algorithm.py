@@ -4,7 +4,8 @@ One step, in the order the code runs it (:meth:`GRPO._step`):
 
 1. **sample** — the scheduler (:mod:`.groups`) hands over ``tasks_per_step`` complete
    groups of ``group_size`` rollouts each (sync: a fresh batch; async: the first to
-   finish, the rest keep running);
+   finish, the rest keep running); with ``group_reward`` (an LLM judge, :mod:`agentbolt.rewards`)
+   each group is scored now, the judge's scores becoming the rollouts' rewards;
 2. **samples** — each finished rollout's model calls (recorded by the gateway with the
    engine's token ids) are merged by exact prefix into samples by
    :class:`~agentbolt.adapters.SampleAdapter` (what ``Trainer.dev`` previews); with
@@ -57,6 +58,7 @@ from agentbolt.algorithms.grpo.advantages import (
     compute_advantages,
 )
 from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.algorithms.grpo.failures import program_failure
 from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
 from agentbolt.algorithms.grpo.onpolicy import (
     TRAIN_SAMPLING,
@@ -65,11 +67,14 @@ from agentbolt.algorithms.grpo.onpolicy import (
     off_policy_calls,
     refusal,
 )
+from agentbolt.algorithms.grpo.overlong import filter_overlong, truncated_calls
 from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
 from agentbolt.algorithms.progress import ConsoleProgress
 from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
+from agentbolt.rewards.group import GroupReward, score_groups
 from agentbolt.training import distributed as dist
 from agentbolt.training.publish import NoGatewayError, engine_info, policy_device
+from agentbolt.types import Rollout, RolloutStatus
 
 __all__ = ["GRPO", "GRPOResult", "NoGatewayError"]
 
@@ -114,7 +119,8 @@ class GRPO(Algorithm):
     """
 
     def __init__(self, config: GRPOConfig | None = None, *, model: Any = None, tokenizer: Any = None,
-                 console: Console | None = None, **overrides: Any) -> None:
+                 console: Console | None = None, group_reward: GroupReward | None = None,
+                 **overrides: Any) -> None:
         base = config or GRPOConfig()
         self.config = base.model_copy(update=overrides) if overrides else base
         if overrides:
@@ -125,6 +131,9 @@ class GRPO(Algorithm):
         self.policy: Any = None
         self.adapter = SampleAdapter(self.config.agent_match)
         """Spans → the samples GRPO trains on (``Trainer.dev`` previews the same)."""
+        self.group_reward = group_reward
+        """Scores each group once its rollouts finished, before advantages (an LLM judge:
+        :mod:`agentbolt.rewards`); None: the rollouts' own rewards."""
 
     # ------------------------------------------------------------------ setup
     def _make_policy(self, control: Any, device: str | None = None) -> Any:
@@ -208,6 +217,9 @@ class GRPO(Algorithm):
             dist.broadcast_object({"resume": str(found.path)})
             self.console.print(f"[bold]GRPO[/]: resumed from {found.path} (step {done}, policy version {version})")
         else:
+            if self.model is not None:  # its own weights: the engine must serve them (and keep what it merged in)
+                await sync.publisher.adopt_served_base()
+                version = await control.policy_version() or 0  # a 16-bit server may have been given the base
             sync.start(version, update.steps)
             if dist.is_distributed():  # every rank starts from rank 0's weights (a fresh LoRA init is random)
                 dist.broadcast_object({"weights": policy.trainable_state()})
@@ -272,11 +284,19 @@ class GRPO(Algorithm):
         t_sampled = time.perf_counter()
         await control.flush()
         await self._failed_steps.check(ctx.store, [r for g in groups for r in g.rollouts], step)
+        judged: dict[str, float] = {}
+        if self.group_reward is not None:  # the judge's scores become the rewards; unscored groups sit out
+            scoring = await score_groups(ctx.store, self.group_reward, [g.rollouts for g in groups])
+            for index, rollouts in zip(scoring.kept, scoring.groups, strict=True):
+                groups[index].rollouts = rollouts
+            groups, judged = [groups[i] for i in scoring.kept], scoring.metrics()
         batch = await self._collect(ctx, groups)
-        values: dict[str, Any] = {"policy_version": version, **batch.metrics(cfg.success_threshold)}
+        values: dict[str, Any] = {"policy_version": version, **batch.metrics(cfg.success_threshold), **judged}
         values.update(await sandbox_metrics(ctx.store, [r.rollout_id for g in groups for r in g.rollouts]))
         advantages = compute_advantages(batch.members, scale_std=cfg.scale_std, leave_one_out=cfg.leave_one_out)
         samples = apply_advantages(batch.samples, advantages)
+        values["samples/truncated_calls"] = truncated_calls(samples)
+        samples = filter_overlong(samples, cfg.overlong)
         A = list(advantages.by_rollout.values())
         values.update({
             "groups/dropped_equal": advantages.dropped_groups,
@@ -316,10 +336,15 @@ class GRPO(Algorithm):
             members = []
             for r in g.rollouts:
                 member = GroupMember.from_rollout(r)
-                members.append(member)
-                batch.rewards.append(r.reward)
-                if member.failed:
+                if member.failed and not await self._penalised(ctx, r):
+                    members.append(member)
+                    batch.rewards.append(r.reward)
                     continue
+                if member.failed:  # the program's own failure, with failure_reward set
+                    member = GroupMember(r.rollout_id, self.config.failure_reward)
+                    batch.program_failures += 1
+                members.append(member)
+                batch.rewards.append(member.reward)
                 try:
                     found = await _rollout_samples(ctx, r.rollout_id, self.adapter)
                 except OffPolicySamplingError as exc:  # sampled otherwise than the ratio assumes
@@ -331,11 +356,20 @@ class GRPO(Algorithm):
                     continue
                 if found is None:
                     batch.no_calls += 1
+                    if r.status == RolloutStatus.FAILED:  # no call succeeded: infrastructure, not the program
+                        members[-1], batch.rewards[-1] = GroupMember(r.rollout_id, None, failed=True), r.reward
+                        batch.program_failures -= 1
                     continue
                 batch.per_rollout.append(found)
                 batch.samples.extend(found.samples)
             batch.members[g.group_id] = members
         return batch
+
+    async def _penalised(self, ctx: AlgorithmContext, rollout: Rollout) -> bool:
+        """Whether a failed rollout enters its group with ``failure_reward`` (:mod:`.failures`)."""
+        if self.config.failure_reward is None or rollout.latest_attempt_id is None:
+            return False
+        return program_failure(rollout, await ctx.store.get_attempt(rollout.rollout_id, rollout.latest_attempt_id))
 
     async def _evaluate(self, ctx: AlgorithmContext, when: str) -> EvaluationResult:
         result = await Evaluate("val", threshold=self.config.success_threshold, show=False, console=self.console,
@@ -366,6 +400,8 @@ class _Batch:
     no_calls: int = 0
     off_policy: int = 0
     """Rollouts refused because a training call was sampled otherwise than the ratio assumes."""
+    program_failures: int = 0
+    """Failed rollouts trained with ``failure_reward`` (the agent program's own failure)."""
 
     def metrics(self, threshold: float) -> dict[str, Any]:
         scored = [r for r in self.rewards if r is not None]
@@ -376,7 +412,7 @@ class _Batch:
             "reward/mean": _mean(scored), "reward/std": _std(scored),
             "success_rate": _mean([1.0 if r >= threshold else 0.0 for r in scored]),
             "rollouts/total": len(self.rewards), "rollouts/no_model_calls": self.no_calls,
-            "rollouts/off_policy_sampling": self.off_policy,
+            "rollouts/off_policy_sampling": self.off_policy, "rollouts/program_failures": self.program_failures,
             "samples/total": len(self.samples),
             "samples/per_rollout": len(self.samples) / len(self.per_rollout) if self.per_rollout else None,
             "calls/per_rollout": _mean(calls), "merge/misses": misses,
@@ -415,10 +451,14 @@ async def _cancel_pending(ctx: AlgorithmContext, scheduler: GroupScheduler) -> N
 
 
 def _describe(values: dict[str, Any]) -> str:
+    """A step's progress line: what moves. Not the loss: with group-relative advantages it
+    is ≈ 0 by construction (Σ_i A_i = 0 at ratio 1) whatever the update does."""
     parts = []
     for key, label, fmt in (("rollouts/total", "rollouts", "{:d}"),
                             ("reward/mean", "reward", "{:.3f}"), ("success_rate", "success", "{:.0%}"),
-                            ("train/loss", "loss", "{:+.4f}"), ("merge/rate", "merge", "{:.0%}"),
+                            ("train/kl", "kl", "{:.2e}"), ("train/clip_fraction", "clip", "{:.1%}"),
+                            ("train/grad_norm", "|g|", "{:.3g}"), ("train/entropy", "entropy", "{:.3f}"),
+                            ("merge/rate", "merge", "{:.0%}"),
                             ("val/success_rate", "val", "{:.0%}"), ("time/step_s", "step", "{:.0f}s")):
         v = values.get(key)
         if isinstance(v, (int, float)) and math.isfinite(v):

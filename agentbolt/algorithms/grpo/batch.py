@@ -1,9 +1,12 @@
-"""Samples → padded tensors, in micro-batches that keep rollouts whole.
+"""Samples → padded tensors, in micro-batches of at most ``micro_batch_tokens``.
 
-The loss is a mean over rollouts of per-rollout token means, so a micro-batch must hold
-every sample of the rollouts it has: then its loss (a mean over its R_m rollouts) times
-R_m / R is exactly its share of the batch loss, and gradient accumulation adds up to the
-loss of the whole batch.
+The loss is a mean over rollouts of per-rollout token means, so each token's weight
+needs its whole rollout's trained-token count |T_r| and the batch's R: a micro-batch
+carries |T_r| of each row's rollout (``rollout_tokens``, counted over the whole batch), so
+its loss is exactly its share of the batch loss — whether it holds its rollouts whole or
+a part of one — and gradient accumulation adds up to the loss of the whole batch.
+Rollouts are kept whole when they fit; one bigger than the budget is split between its
+samples (a sample is never cut).
 
 Micro-batches follow the order of the samples, so the rollouts of one task's group —
 which start with the same prompt — tend to share one; a prefix common to the rows then
@@ -13,7 +16,7 @@ several tasks' prompts (:func:`prefix_groups`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -22,7 +25,7 @@ from torch import Tensor
 from agentbolt.adapters.samples import Sample
 
 __all__ = ["MIN_SHARED_PREFIX", "TrainBatch", "collate", "group_by_rollout", "micro_batches", "prefix_groups",
-           "shared_prefix"]
+           "shared_prefix", "trained_tokens"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,8 @@ class TrainBatch:
     rollout_index: Tensor
     """0..R_m−1: which of this batch's rollouts each sample belongs to."""
     num_rollouts: int
+    rollout_tokens: Tensor | None = None
+    """``[N]``: |T_r|, the trained tokens of each row's rollout over the whole batch (None: these rows')."""
     shared_prefix: int = 0
     """Leading tokens identical in every row (of one prefix group) and trained in none (see :func:`prefix_groups`)."""
     prefix_group: Tensor | None = None
@@ -49,12 +54,16 @@ class TrainBatch:
     def to(self, device: torch.device) -> TrainBatch:
         return TrainBatch(self.input_ids.to(device), self.attention_mask.to(device), self.loss_mask.to(device),
                           self.old_logprobs.to(device), self.advantages.to(device), self.rollout_index.to(device),
-                          num_rollouts=self.num_rollouts, shared_prefix=self.shared_prefix,
+                          num_rollouts=self.num_rollouts,
+                          rollout_tokens=None if self.rollout_tokens is None else self.rollout_tokens.to(device),
+                          shared_prefix=self.shared_prefix,
                           prefix_group=None if self.prefix_group is None else self.prefix_group.to(device))
 
 
-def collate(samples: Sequence[Sample], pad_id: int = 0) -> TrainBatch:
-    """Right-pad ``samples`` to their longest length."""
+def collate(samples: Sequence[Sample], pad_id: int = 0, rollout_tokens: Mapping[str, int] | None = None) -> TrainBatch:
+    """Right-pad ``samples`` to their longest length. ``rollout_tokens``: the trained
+    tokens of each rollout over the whole batch (:func:`trained_tokens`), when these
+    samples may hold only part of some rollouts."""
     if not samples:
         raise ValueError("collate needs at least one sample")
     T = max(len(s.token_ids) for s in samples)
@@ -74,8 +83,17 @@ def collate(samples: Sequence[Sample], pad_id: int = 0) -> TrainBatch:
         index.append(order.setdefault(s.rollout_id, len(order)))
     adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
     P, group = prefix_groups(samples)
-    return TrainBatch(ids, attn, mask, old, adv, torch.tensor(index, dtype=torch.long), len(order), P,
+    tokens = None if rollout_tokens is None else torch.tensor([float(rollout_tokens[s.rollout_id]) for s in samples])
+    return TrainBatch(ids, attn, mask, old, adv, torch.tensor(index, dtype=torch.long), len(order), tokens, P,
                       None if group is None else torch.tensor(group, dtype=torch.long))
+
+
+def trained_tokens(samples: Sequence[Sample]) -> dict[str, int]:
+    """|T_r|: the trained tokens of each rollout, over all its samples."""
+    out: dict[str, int] = {}
+    for s in samples:
+        out[s.rollout_id] = out.get(s.rollout_id, 0) + s.num_response_tokens
+    return out
 
 
 MIN_SHARED_PREFIX = 16
@@ -139,12 +157,19 @@ def group_by_rollout(samples: Sequence[Sample]) -> list[list[Sample]]:
 
 def micro_batches(samples: Sequence[Sample], max_tokens: int) -> list[list[Sample]]:
     """Pack whole rollouts into micro-batches whose padded size (samples × longest)
-    stays within ``max_tokens``; a rollout bigger than that gets a micro-batch alone."""
+    stays within ``max_tokens``; a rollout bigger than that is split between its samples
+    into micro-batches of its own (a sample bigger than that gets one alone)."""
     out: list[list[Sample]] = []
     current: list[Sample] = []
     longest = 0
     for rollout in group_by_rollout(samples):
         r_longest = max(len(s.token_ids) for s in rollout)
+        if len(rollout) * r_longest > max_tokens:  # too big to keep whole: its own micro-batches
+            if current:
+                out.append(current)
+                current, longest = [], 0
+            out.extend(_split(rollout, max_tokens))
+            continue
         new_longest = max(longest, r_longest)
         if current and (len(current) + len(rollout)) * new_longest > max_tokens:
             out.append(current)
@@ -154,3 +179,20 @@ def micro_batches(samples: Sequence[Sample], max_tokens: int) -> list[list[Sampl
     if current:
         out.append(current)
     return out
+
+
+def _split(rollout: Sequence[Sample], max_tokens: int) -> list[list[Sample]]:
+    """Consecutive samples of one rollout, each group's padded size within ``max_tokens``."""
+    parts: list[list[Sample]] = []
+    part: list[Sample] = []
+    longest = 0
+    for s in rollout:
+        new_longest = max(longest, len(s.token_ids))
+        if part and (len(part) + 1) * new_longest > max_tokens:
+            parts.append(part)
+            part, new_longest = [], len(s.token_ids)
+        part.append(s)
+        longest = new_longest
+    if part:
+        parts.append(part)
+    return parts

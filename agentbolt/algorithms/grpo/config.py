@@ -49,6 +49,19 @@ class GRPOConfig(BaseModel):
     tokens carry loss; the other agents' calls stay in the rollout (its reward counts,
     their tokens are context) and train nothing. None: every call is trained."""
 
+    overlong: Literal["keep", "mask", "drop"] = "keep"
+    """Trained calls cut at ``max_tokens`` (``finish_reason == "length"``, kept per call in
+    the samples): ``keep`` trains them; ``mask`` takes their tokens out of the loss (DAPO's
+    overlong filtering); ``drop`` leaves their rollout out of the update. Either way the
+    rollout still counts in its group's advantages (:mod:`.overlong`)."""
+
+    failure_reward: float | None = None
+    """The reward of a rollout the agent program itself failed (its own exception, often
+    caused by the policy's output; :mod:`.failures`), which then enters its group instead
+    of being left out. None (default): failed rollouts are left out. Never given for
+    infrastructure failures: timeouts, lost workers, retryable errors, cancelled rollouts,
+    attempts without a successful model call."""
+
     # --- advantages
     scale_std: bool = False
     """Divide A by the group's reward std (the GRPO paper; off by default: it
@@ -65,6 +78,17 @@ class GRPOConfig(BaseModel):
                                                             "accumulation).")
     eps_low: float = Field(0.2, ge=0)
     eps_high: float = Field(0.2, ge=0)
+    clip_ratio_c: float | None = Field(None, gt=1, description="Dual clip (verl's clip_ratio_c, e.g. 3.0): with A < 0 "
+                                                                "the surrogate is held at c·A once ρ > c; None: off.")
+    loss_norm: Literal["rollout_token_mean", "rollout_sum"] = "rollout_token_mean"
+    """How each rollout's token losses are summed (:mod:`.loss`). ``rollout_token_mean``:
+    divided by the rollout's trained tokens — every rollout weighs the same, but a long
+    rollout's tokens each weigh less (a long wrong answer is pushed down less per token).
+    ``rollout_sum``: divided by the constant ``loss_norm_tokens`` (Dr. GRPO's
+    constant-length normalisation) — every token weighs the same, long rollouts weigh more."""
+    loss_norm_tokens: float | None = Field(None, gt=0, description="rollout_sum: the constant L each rollout's sum "
+                                                                   "is divided by (Dr. GRPO: the generation budget, "
+                                                                   "e.g. max_tokens).")
     is_cap: float = Field(2.0, ge=1, description="Cap of the truncated importance weight π_prox/π_behav.")
     kl_coef: float = Field(0.0, ge=0, description="β of the KL to the reference (initial) policy; 0 = off.")
     log_kl: bool = False
@@ -91,9 +115,11 @@ class GRPOConfig(BaseModel):
     """Engines that read LoRA adapters from disk (vLLM) get each version saved here, under
     ``v<version>/``; it must be a path the vLLM server can read (default: ``run_dir/adapters``)."""
     check_publish: bool = True
-    """After each publish to an in-process engine, compare its logprobs with the trainer's
-    on a probe (``publish/max_abs_logprob_diff``); a difference above ``publish_tolerance``
-    while both compute in the same dtype on the same device stops the run."""
+    """After each publish to an engine that reports its numerics (in this process or in a
+    server), compare its logprobs with the trainer's on a probe
+    (``publish/max_abs_logprob_diff``); a difference above ``publish_tolerance`` while both
+    compute in float32 on the same device, or above 0.5 otherwise (16-bit rounding:
+    :data:`~agentbolt.training.publish.LOW_PRECISION_TOLERANCE`), stops the run."""
     publish_tolerance: float = Field(1e-3, gt=0)
 
     # --- evaluation, checkpoints, output
@@ -129,6 +155,9 @@ class GRPOConfig(BaseModel):
                 f"groups_in_flight ({self.groups_in_flight}) must be at least tasks_per_step ({self.tasks_per_step}): "
                 "async training needs at least one batch of groups running"
             )
+        if self.loss_norm == "rollout_sum" and self.loss_norm_tokens is None:
+            raise ValueError("loss_norm='rollout_sum' divides each rollout's summed loss by a constant: set "
+                             "loss_norm_tokens (Dr. GRPO uses the generation budget, e.g. the agent's max_tokens)")
         in_flight = self.groups_in_flight
         if self.schedule == "async" and in_flight is not None and in_flight > self.max_in_flight:
             raise ValueError(

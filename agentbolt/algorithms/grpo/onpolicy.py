@@ -8,6 +8,7 @@ Anything that reshapes the distribution before drawing — temperature T ≠ 1 (
 top-p / top-k / min-p filtering, presence / frequency / repetition penalties, logit
 biases, a minimum length (EOS masked), banned or allowed token lists, best-of-n — makes
 the tokens come from some q ≠ p while the ratio divides by p: off-policy, uncorrected.
+Constrained decoding (``response_format``, guided decoding) is one more such filter.
 
 So training calls are sampled with :data:`TRAIN_SAMPLING` (GRPO has the gateway force it:
 temperature and top-p set to 1, the other fields removed), and :func:`sampling_mismatch`
@@ -45,8 +46,23 @@ NEUTRAL: dict[str, tuple[Any, ...]] = {
     "allowed_token_ids": (None, []),
     "best_of": (None, 1),
     "use_beam_search": (None, False),
+    # constrained decoding: tokens outside the grammar are masked before drawing
+    "response_format": (None, {"type": "text"}),
+    "guided_json": (None,),
+    "guided_regex": (None,),
+    "guided_choice": (None,),
+    "guided_grammar": (None,),
+    "structured_outputs": (None,),
 }
-"""Each sampling field that can change the distribution, and its values that do not."""
+"""Each sampling field that can change the distribution, and its values that do not.
+
+Structured outputs (``response_format`` JSON mode / schema, vLLM's ``guided_*`` and
+``structured_outputs``) are among them: constrained decoding masks every token the
+grammar forbids, so a constrained call's tokens come from the renormalised, masked
+distribution while the engine reports raw logprobs. They are *removed* from training
+calls (the policy is sampled unconstrained and learns the format from the reward); an
+agent that needs JSON must cope with, or be rewarded for, what the model writes.
+Validation and test calls keep them."""
 
 TRAIN_SAMPLING: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0,
                                   **{k: None for k in NEUTRAL if k not in ("temperature", "top_p")}}

@@ -3,11 +3,13 @@
 Per optimizer pass (``ppo_epochs`` of them):
 
 1. split the batch's rollouts over data-parallel ranks (:mod:`.distributed`), then into
-   micro-batches of whole rollouts (:mod:`.batch`);
+   micro-batches of whole rollouts, a rollout over ``micro_batch_tokens`` split between
+   its samples (:mod:`.batch`);
 2. per micro-batch: logprobs under π_θ at the trained positions only (the output layer
    runs on those alone; each task's shared prompt runs once: :mod:`agentbolt.training.logprobs`),
-   the loss of :func:`.loss.grpo_loss` (normalised per rollout) scaled by R_m / R,
-   backward — the gradients add up to those of the loss of the whole batch;
+   the loss of :func:`.loss.grpo_loss` normalised with each rollout's whole |T_r| and the
+   batch's R — its exact share of the batch loss — backward: the gradients add up to
+   those of the loss of the whole batch;
 3. sum gradients over ranks, clip their global norm, step AdamW.
 
 Before the first pass, ``prox_logprobs`` (π_θ at the start of the update, no dropout)
@@ -38,6 +40,7 @@ from agentbolt.algorithms.grpo.batch import (
     collate,
     group_by_rollout,
     micro_batches,
+    trained_tokens,
 )
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.loss import grpo_loss
@@ -53,6 +56,10 @@ class UpdateStats:
 
     loss: float
     clip_fraction: float
+    """Tokens whose clip is active (verl's ``pg_clipfrac``, TRL's ``clip_ratio``)."""
+    ratio_outside_fraction: float
+    """Tokens whose ratio lay outside the clip range, whatever the advantage's sign."""
+    dual_clip_fraction: float
     ratio_mean: float
     importance_weight_mean: float
     kl: float | None
@@ -107,7 +114,8 @@ class PolicyUpdate:
         R = len(rollouts)
         mine = [s for r in dist.shard(rollouts) for s in r]
         groups = micro_batches(mine, cfg.micro_batch_tokens) if mine else []
-        batches = [collate(mb, policy.pad_id).to(policy.device) for mb in groups]
+        tokens = trained_tokens(samples)
+        batches = [collate(mb, policy.pad_id, tokens).to(policy.device) for mb in groups]
         stale = {id(s) for s in mine if _is_stale(s, current_version)}
         want_ref = cfg.kl_coef > 0 or cfg.log_kl
         # π_prox for micro-batches holding a sample of an older policy; with several passes
@@ -126,8 +134,10 @@ class PolicyUpdate:
                                                 **_forward_args(batch))
                 out = grpo_loss(lp, batch.old_logprobs, batch.advantages, batch.loss_mask, batch.rollout_index,
                                 prox_logprobs=prox, ref_logprobs=ref, entropy=ent, eps_low=cfg.eps_low,
-                                eps_high=cfg.eps_high, is_cap=cfg.is_cap, kl_coef=cfg.kl_coef)
-                (out.loss * (out.num_rollouts / R)).backward()
+                                eps_high=cfg.eps_high, clip_ratio_c=cfg.clip_ratio_c, is_cap=cfg.is_cap,
+                                kl_coef=cfg.kl_coef, loss_norm=cfg.loss_norm, norm_tokens=cfg.loss_norm_tokens or 1.0,
+                                rollout_tokens=batch.rollout_tokens, num_rollouts=R)
+                out.loss.backward()  # already this micro-batch's share of the batch loss
                 if last:
                     totals.add(out, batch)
             grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
@@ -168,37 +178,40 @@ def _is_stale(sample: Sample, version: int | None) -> bool:
 class _Totals:
     """Token-weighted sums of the loss statistics, summed over ranks at the end."""
 
+    FIELDS = ("loss", "clip", "outside", "dual", "ratio", "w", "kl", "ent", "n", "samples", "tokens", "has_kl")
+
     def __init__(self) -> None:
-        self.v = torch.zeros(
-            10, dtype=torch.float64
-        )  # loss·R, clip·n, ratio·n, w·n, kl·n, ent·n, n, samples, tokens, kl?
+        self.v = torch.zeros(len(self.FIELDS), dtype=torch.float64)
 
     def add(self, out: Any, batch: TrainBatch) -> None:
         n = float(batch.loss_mask.sum())
         self.v += torch.tensor([
-            float(out.loss.detach()) * out.num_rollouts, out.clip_fraction * n, out.ratio_mean * n,
-            out.importance_weight_mean * n, (out.kl or 0.0) * n, (out.entropy or 0.0) * n, n,
-            batch.input_ids.shape[0], batch.num_tokens, 1.0 if out.kl is not None else 0.0,
+            float(out.loss.detach()), out.clip_fraction * n, out.ratio_outside_fraction * n,
+            out.dual_clip_fraction * n, out.ratio_mean * n, out.importance_weight_mean * n, (out.kl or 0.0) * n,
+            (out.entropy or 0.0) * n, n, batch.input_ids.shape[0], batch.num_tokens,
+            1.0 if out.kl is not None else 0.0,
         ], dtype=torch.float64)
 
     def stats(self, R: int, grad_norm: float, seconds: float, stale: int) -> UpdateStats:
         v = self.v.clone()
         extra = torch.tensor([float(stale)], dtype=torch.float64)
         dist.all_reduce_sum([v, extra])
-        n = max(v[6].item(), 1.0)
-        has_kl = v[9].item() > 0
+        f = dict(zip(self.FIELDS, v.tolist(), strict=True))
+        n = max(f["n"], 1.0)
         return UpdateStats(
-            loss=v[0].item() / R,
-            clip_fraction=v[1].item() / n,
-            ratio_mean=v[2].item() / n,
-            importance_weight_mean=v[3].item() / n,
-            kl=v[4].item() / n if has_kl else None,
-            entropy=v[5].item() / n if v[6].item() > 0 else None,
+            loss=f["loss"],
+            clip_fraction=f["clip"] / n,
+            ratio_outside_fraction=f["outside"] / n,
+            dual_clip_fraction=f["dual"] / n,
+            ratio_mean=f["ratio"] / n,
+            importance_weight_mean=f["w"] / n,
+            kl=f["kl"] / n if f["has_kl"] > 0 else None,
+            entropy=f["ent"] / n if f["n"] > 0 else None,
             grad_norm=grad_norm if math.isfinite(grad_norm) else float("nan"),
-            num_samples=int(v[7].item()),
+            num_samples=int(f["samples"]),
             num_rollouts=R,
-            num_trained_tokens=int(v[6].item()),
-            num_tokens=int(v[8].item()),
+            num_trained_tokens=int(f["n"]),
+            num_tokens=int(f["tokens"]),
             seconds=seconds,
             stale_samples=int(extra.item()),
         )

@@ -175,6 +175,8 @@ class SFT(Algorithm):
                                                               adapter_dir=run_dir / "adapters")
         if self._publisher is not None:
             self._publisher.require_supported()
+            if self.model is not None and found is None:  # its own weights: the engine must serve them
+                await self._publisher.adopt_served_base()
         update = SFTUpdate(policy, cfg)
         metrics = run.open_metrics(cfg.loggers, ctx.store, cfg)
         result = SFTResult(iterations=0, policy_version=None, run_dir=run_dir)

@@ -6,5 +6,9 @@ from agentbolt.compat.algorithm.apo import APO
 from agentbolt.compat.algorithm.base import Algorithm, V03Algorithm
 from agentbolt.compat.algorithm.decorator import FunctionalAlgorithm, algo
 from agentbolt.compat.algorithm.fast import Baseline, FastAlgorithm
+from agentbolt.compat.resolution import module_getattr
 
 __all__ = ["APO", "Algorithm", "Baseline", "FastAlgorithm", "FunctionalAlgorithm", "V03Algorithm", "algo"]
+
+
+__getattr__ = module_getattr(__name__)  # v0.3 names of this module defined elsewhere, or not provided (why)

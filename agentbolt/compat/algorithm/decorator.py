@@ -6,6 +6,9 @@ The function takes keyword arguments by name — any of ``store``, ``train_datas
     @algo
     async def tune(*, store: LightningStore, train_dataset=None):
         ...
+
+A dataset the function has no parameter for is refused (``TypeError``), as in v0.3: it
+would be dropped silently otherwise.
 """
 
 from __future__ import annotations
@@ -42,6 +45,11 @@ class FunctionalAlgorithm(Algorithm):
         }
         if any(p.kind is p.VAR_KEYWORD for p in self._params.values()):
             return available
+        for dataset in ("train_dataset", "val_dataset"):
+            if available[dataset] is not None and dataset not in self._params:
+                raise TypeError(f"{dataset} is provided but not supported by the algorithm function "
+                                f"{self._fn!r}: add a {dataset} parameter to it, "
+                                f"or do not pass one")
         return {k: v for k, v in available.items() if k in self._params}
 
     def run(self, train_dataset: Any = None, val_dataset: Any = None) -> Any:

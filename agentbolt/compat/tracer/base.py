@@ -31,7 +31,7 @@ from agentbolt.store.base import Store
 from agentbolt.tracing.processor import shared_provider
 from agentbolt.tracing.tracer import Tracer as BoltTracer
 
-__all__ = ["Tracer", "clear_active_tracer", "get_active_tracer", "set_active_tracer"]
+__all__ = ["ActiveTracerError", "Tracer", "clear_active_tracer", "get_active_tracer", "set_active_tracer"]
 
 
 class _Capture(SpanProcessor):
@@ -170,8 +170,17 @@ def get_active_tracer() -> Tracer | None:
     return _active
 
 
+class ActiveTracerError(ValueError):
+    """A tracer is already active in this process (v0.3 refuses to replace it)."""
+
+
 def set_active_tracer(tracer: Tracer) -> None:
+    """Make ``tracer`` the process's active tracer; :class:`ActiveTracerError` while another
+    is active (call :func:`clear_active_tracer` first), as v0.3 does."""
     global _active
+    if _active is not None:
+        raise ActiveTracerError(f"a tracer is already active ({type(_active).__name__}): call "
+                                "clear_active_tracer() before setting another")
     _active = tracer
 
 

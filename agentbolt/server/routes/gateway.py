@@ -17,9 +17,13 @@
   ``{"lora_path": <adapter directory the server can read>, "version": N}``.
   Answers ``{"policy_version": N}``; 400 for a body the engine refuses, 501 for an
   engine that cannot load weights, 504 when calls stay in flight past ``drain_timeout``.
-* ``POST /v1/gateway/chat/completions``: admin only; a chat call straight to the engine,
-  part of no rollout and not recorded (an algorithm using the run's model as a helper,
-  e.g. APO's critic). No streaming.
+* ``POST /v1/gateway/chat/completions``, ``POST /v1/gateway/completions``: admin only; a
+  call straight to the engine, part of no rollout and not recorded (an algorithm using the
+  run's model as a helper, e.g. APO's critic; a trainer probing what the engine serves).
+  No streaming.
+* ``POST /v1/gateway/rebase``: admin only; the weights served now (any adapter merged in)
+  become the base of the next LoRA adapter (a trainer that starts from them); 501 for an
+  engine that cannot. Answers the status.
 
 A scoped token may only call its own attempt's URLs (403 otherwise). Errors are
 OpenAI-shaped (``{"error": {"message", "type", "param", "code"}}``) so clients raise
@@ -36,7 +40,7 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
-from agentbolt.gateway.control import WEIGHTS_ROUTE, LocalGatewayControl
+from agentbolt.gateway.control import REBASE_ROUTE, WEIGHTS_ROUTE, LocalGatewayControl
 from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.gateway import CallKind, Gateway, GatewayPausedError
 from agentbolt.gateway.origin import origin_of
@@ -368,6 +372,17 @@ async def weights(
 async def admin_chat(request: Request) -> Response:
     """For algorithms that use the served model as a helper (APO's ``critic="gateway"``):
     the call is forwarded to the engine as is, part of no rollout, and not recorded."""
+    return await _admin_call(request, "chat")
+
+
+@gateway_router.post("/v1/gateway/completions", summary="Completion straight to the engine, in no rollout")
+async def admin_completions(request: Request) -> Response:
+    """For trainers that probe what the engine serves (token ids in, logprobs out): part of
+    no rollout, not recorded."""
+    return await _admin_call(request, "completions")
+
+
+async def _admin_call(request: Request, kind: Literal["chat", "completions"]) -> Response:
     denied = _require_admin(request, "calling the engine outside a rollout")
     if denied is not None:
         return denied
@@ -379,8 +394,21 @@ async def admin_chat(request: Request) -> Response:
         return _openai_error(400, "the request body must be a JSON object", "invalid_request_error")
     if body.get("stream"):
         return _openai_error(400, "this route does not stream: send stream=false", "invalid_request_error")
+    engine = gateway_of(request).engine
     try:
-        response = await gateway_of(request).engine.chat_completions(body)
+        response = await (engine.chat_completions(body) if kind == "chat" else engine.completions(body))
     except EngineError as exc:
         return _error_response(exc)
     return Response(orjson.dumps(response), media_type="application/json")
+
+
+@gateway_router.post(REBASE_ROUTE, summary="Make the served weights the base of the next LoRA adapter")
+async def rebase(request: Request) -> Response:
+    async def change(gateway: Gateway) -> Response | None:
+        try:
+            gateway.engine.rebase_adapters()
+        except EngineError as exc:
+            return _error_response(exc)
+        return None
+
+    return await _admin_status(request, "rebasing the engine's adapters", change)

@@ -21,11 +21,13 @@ def logs(*probs: float) -> list[float]:
 def test_clipped_ratio_with_a_positive_advantage() -> None:
     # π_old = 0.5 for every token; π_θ = 0.75, 0.5, 0.25 → ρ = 1.5, 1.0, 0.5.  A = +1, ε = 0.2
     # min(ρA, clip(ρ, 0.8, 1.2)A) = min(1.5, 1.2) = 1.2 | min(1, 1) = 1 | min(0.5, 0.8) = 0.5
-    # loss = -(1.2 + 1 + 0.5)/3 = -0.9; ρ outside [0.8, 1.2]: tokens 1 and 3 → clip fraction 2/3
+    # loss = -(1.2 + 1 + 0.5)/3 = -0.9; ρ outside [0.8, 1.2]: tokens 1 and 3 (2/3), but the
+    # clip is active (the gradient cut) on token 1 only: ρ < 0.8 with A > 0 keeps ρA → clip fraction 1/3
     logp = t([logs(0.75, 0.5, 0.25)]).requires_grad_()
     out = grpo_loss(logp, t([logs(0.5, 0.5, 0.5)]), t([[1.0]])[0], t([[1, 1, 1]]), torch.tensor([0]))
     assert out.loss.item() == pytest.approx(-0.9)
-    assert out.clip_fraction == pytest.approx(2 / 3)
+    assert out.clip_fraction == pytest.approx(1 / 3)  # verl's pg_clipfrac, TRL's clip_ratio
+    assert out.ratio_outside_fraction == pytest.approx(2 / 3)
     assert out.ratio_mean == pytest.approx((1.5 + 1.0 + 0.5) / 3) and out.importance_weight_mean == 1.0
     out.loss.backward()
     # d/dlogπ of -ρ/3 = -ρ/3 where unclipped; the clipped token 1 gets no gradient
@@ -38,6 +40,53 @@ def test_clipped_ratio_with_a_negative_advantage() -> None:
     out = grpo_loss(t([logs(0.75, 0.5, 0.25)]), t([logs(0.5, 0.5, 0.5)]), torch.tensor([-1.0]),
                     t([[1, 1, 1]]), torch.tensor([0]))
     assert out.loss.item() == pytest.approx(1.1)
+    assert out.clip_fraction == pytest.approx(1 / 3)  # token 3: ρ = 0.5 < 0.8 with A < 0 is held at 0.8
+
+
+def test_the_dual_clip_bounds_a_negative_advantage_when_the_ratio_runs_away() -> None:
+    # π_old = 0.1, π_θ = 0.5 → ρ = 5; A = -1: min(-5, -1.2) = -5, and with c = 3: max(-5, -3) = -3
+    logp = t([logs(0.5, 0.5)]).requires_grad_()
+    args = (t([logs(0.1, 0.45)]), torch.tensor([-1.0]), t([[1, 1]]), torch.tensor([0]))
+    plain = grpo_loss(logp, *args)
+    assert plain.loss.item() == pytest.approx((5.0 + 0.5 / 0.45) / 2)
+    dual = grpo_loss(logp, *args, clip_ratio_c=3.0)
+    assert dual.loss.item() == pytest.approx((3.0 + 0.5 / 0.45) / 2)  # token 2 (ρ ≈ 1.11) unchanged
+    assert dual.dual_clip_fraction == pytest.approx(1 / 2) and plain.dual_clip_fraction == 0.0
+    dual.loss.backward()
+    assert logp.grad[0, 0].item() == 0.0  # the held token gets no gradient
+    with pytest.raises(ValueError, match="clip_ratio_c must be > 1"):
+        grpo_loss(logp, *args, clip_ratio_c=0.5)
+
+
+def test_rollout_sum_weighs_every_token_alike_dr_grpo() -> None:
+    # ρ = 1; rollout 0 has 4 trained tokens with A = -1, rollout 1 has 1 with A = +1.
+    # rollout_token_mean: ((4·1)/4 + (−1)/1)/2 = 0 — the long wrong rollout is pushed down 1/4 per token;
+    # rollout_sum with L = 4: (4/4 − 1/4)/2 = 0.375 — each token of either is pushed by 1/(R·L)
+    mask = t([[1, 1, 1, 1], [1, 0, 0, 0]])
+    logp = torch.full((2, 4), math.log(0.5), dtype=torch.float64, requires_grad=True)
+    args = (logp.detach().clone(), torch.tensor([-1.0, 1.0]), mask, torch.tensor([0, 1]))
+    assert grpo_loss(logp, *args).loss.item() == pytest.approx(0.0)
+    out = grpo_loss(logp, *args, loss_norm="rollout_sum", norm_tokens=4)
+    assert out.loss.item() == pytest.approx(0.375)
+    out.loss.backward()
+    grad = logp.grad * mask
+    assert grad[0, 0].item() == pytest.approx(1 / 8) and grad[1, 0].item() == pytest.approx(-1 / 8)
+
+
+@pytest.mark.parametrize("loss_norm", ["rollout_token_mean", "rollout_sum"])
+def test_the_parts_of_a_split_rollout_add_up_to_the_whole(loss_norm: str) -> None:
+    # rollout 0 = samples 0, 1, 2 (3 + 2 + 1 tokens); rollout 1 = sample 3. Split after sample 1.
+    g = torch.Generator().manual_seed(0)
+    logp = torch.randn(4, 3, generator=g, dtype=torch.float64).clamp(max=-0.1)
+    old = logp + 0.1 * torch.randn(4, 3, generator=g, dtype=torch.float64)
+    mask, A, index = t([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 0]]), torch.tensor([0.5, 0.5, 0.5, -1.0]), torch.tensor(
+        [0, 0, 0, 1])
+    kw = {"loss_norm": loss_norm, "norm_tokens": 3.0}
+    whole = grpo_loss(logp, old, A, mask, index, **kw).loss
+    tokens = torch.tensor([6.0, 6.0, 6.0, 2.0])  # |T_r| of each sample's rollout
+    parts = [grpo_loss(logp[rows], old[rows], A[rows], mask[rows], index[rows], rollout_tokens=tokens[rows],
+                       num_rollouts=2, **kw).loss for rows in ([0, 1], [2, 3])]
+    assert (parts[0] + parts[1]).item() == pytest.approx(whole.item(), rel=1e-12)
 
 
 def test_asymmetric_clip_range() -> None:

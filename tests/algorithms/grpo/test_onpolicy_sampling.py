@@ -26,7 +26,8 @@ from agentbolt.store.memory import MemoryStore
 from agentbolt.types import Span
 
 AGENT_SAMPLING = {"temperature": 0.3, "top_p": 0.5, "top_k": 20, "min_p": 0.05, "presence_penalty": 0.5,
-                  "frequency_penalty": 0.4, "repetition_penalty": 1.2, "logit_bias": {"42": 5}, "min_tokens": 2}
+                  "frequency_penalty": 0.4, "repetition_penalty": 1.2, "logit_bias": {"42": 5}, "min_tokens": 2,
+                  "response_format": {"type": "json_object"}, "guided_regex": "[0-9]+"}
 
 
 def _world(config: GatewayConfig) -> Iterator[GatewayWorld]:
@@ -79,7 +80,7 @@ async def test_the_agents_sampling_fields_never_reach_the_engine_on_a_training_c
     sent = grpo_world.engine.calls[-1][0]  # type: ignore[attr-defined]
     assert sent["temperature"] == 1.0 and sent["top_p"] == 1.0
     assert not {"top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
-                "min_tokens"} & set(sent)
+                "min_tokens", "response_format", "guided_regex"} & set(sent)  # constrained decoding: stripped too
     assert sampling_mismatch(sent) == {}
     assert off_policy_calls(spans) == {}  # the span records what was sent
     found = await _rollout_samples(_Ctx(spans), rollout_id, SampleAdapter())  # type: ignore[arg-type]
@@ -94,10 +95,12 @@ async def test_a_rollout_sampled_otherwise_is_refused_with_what_to_do(hand_start
     with pytest.raises(OffPolicySamplingError, match="temperature=0.7") as err:
         await _rollout_samples(_Ctx(spans), rollout_id, SampleAdapter())  # type: ignore[arg-type]
     assert "top_k=20" in str(err.value) and "logit_bias" in str(err.value)
+    assert "response_format={'type': 'json_object'}" in str(err.value)
 
 
 def test_neutral_values_are_not_a_mismatch() -> None:
     neutral = {"temperature": 1, "top_p": 1.0, "top_k": -1, "min_p": 0, "presence_penalty": 0.0, "logit_bias": {},
-               "repetition_penalty": 1.0, "min_tokens": 0, "best_of": 1, "max_tokens": 5, "seed": 3, "stop": ["\n"]}
+               "repetition_penalty": 1.0, "min_tokens": 0, "best_of": 1, "max_tokens": 5, "seed": 3, "stop": ["\n"],
+               "response_format": {"type": "text"}}
     assert sampling_mismatch(neutral) == {}
     assert sampling_mismatch({"top_k": 0, "best_of": 3}) == {"best_of": 3}

@@ -183,3 +183,54 @@ def test_export_writes_a_hugging_face_model_with_the_adapter_merged(tmp_path) ->
     torch.testing.assert_close(theirs, mine, rtol=1e-4, atol=1e-5)
     assert not torch.allclose(base, policy.token_logprobs(ids, torch.ones_like(ids))[0].detach())  # it did train
     assert (out / "tokenizer.json").is_file() and not (out / "adapter_config.json").exists()
+
+
+def _long_rollout(policy: Policy) -> list[Sample]:
+    """One agent's 4 calls (4 samples, 44 tokens padded to 4 × 13) next to two short rollouts."""
+    calls = [_sample(policy, "long", list(range(40, 40 + 3 * k)), [60 + k, 61 + k, 62 + k, 63 + k], -1.0)
+             for k in range(1, 5)]
+    return [*calls, _sample(policy, "short", [5, 6, 7], [8], 1.0), _sample(policy, "tiny", [9], [10, 11], 0.5)]
+
+
+def _gradients(policy: Policy, samples: list[Sample], budget: int) -> tuple[list[torch.Tensor], int]:
+    from agentbolt.algorithms.grpo.batch import collate, micro_batches, trained_tokens
+    from agentbolt.algorithms.grpo.loss import grpo_loss
+
+    policy.model.zero_grad(set_to_none=True)
+    groups = micro_batches(samples, budget)
+    for mb in groups:
+        b = collate(mb, policy.pad_id, trained_tokens(samples))
+        lp, _ = policy.token_logprobs(b.input_ids, b.attention_mask)
+        out = grpo_loss(lp, b.old_logprobs + 0.05 * b.loss_mask, b.advantages, b.loss_mask, b.rollout_index,
+                        rollout_tokens=b.rollout_tokens, num_rollouts=3)
+        out.loss.backward()
+    return [p.grad.detach().clone() for p in policy.trainable_parameters()], len(groups)
+
+
+def test_a_rollout_over_the_token_budget_is_split_and_the_gradient_does_not_change() -> None:
+    policy = _policy()
+    samples = _long_rollout(policy)
+    whole, n_whole = _gradients(policy, samples, 10_000)
+    split, n_split = _gradients(policy, samples, 30)  # "long" is 52 padded tokens: split between its samples
+    assert n_whole == 1 and n_split == 4
+    for got, want in zip(split, whole, strict=True):  # float32 sums in another order: rounding only
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_micro_batches_keep_rollouts_whole_when_they_fit_and_split_only_between_samples() -> None:
+    from agentbolt.algorithms.grpo.batch import micro_batches
+
+    samples = _long_rollout(_policy())
+    parts = micro_batches(samples, 30)
+    assert [[s.rollout_id for s in p] for p in parts] == [["long", "long"], ["long"], ["long"], ["short", "tiny"]]
+    assert all(len(p) * max(len(s.token_ids) for s in p) <= 30 for p in parts)
+    assert [[s.rollout_id for s in p] for p in micro_batches(samples, 10_000)] == [[s.rollout_id for s in samples]]
+
+
+def test_the_progress_line_shows_what_moves_not_the_near_zero_loss() -> None:
+    from agentbolt.algorithms.grpo.algorithm import _describe
+
+    line = _describe({"reward/mean": 0.5, "train/loss": -1e-9, "train/kl": 0.0012, "train/clip_fraction": 0.031,
+                      "train/grad_norm": 0.4123, "train/entropy": 1.234})
+    assert line == "reward 0.500 · kl 1.20e-03 · clip 3.1% · |g| 0.412 · entropy 1.234"
+    assert "loss" not in _describe({"train/loss": -0.0, "train/kl": None})

@@ -25,7 +25,9 @@ def load_train_val_dataset() -> tuple[Dataset[RoomSelectionTask], Dataset[RoomSe
     return cast(Dataset[RoomSelectionTask], tasks[:half]), cast(Dataset[RoomSelectionTask], tasks[half:])
 
 
-def main() -> Any:
+def main(*, resources_on_the_algorithm: bool = False) -> Any:
+    """The example; ``resources_on_the_algorithm``: the guide's second way, the prompt given
+    to ``algo.set_initial_resources(...)`` instead of the Trainer."""
     setup_logging()
     algo = APO[RoomSelectionTask](
         AsyncOpenAI(),
@@ -35,11 +37,11 @@ def main() -> Any:
         branch_factor=1,
         beam_rounds=1,
     )
-    trainer = Trainer(
-        algorithm=algo,
-        n_runners=2,
-        initial_resources={"prompt_template": prompt_template_baseline()},
-        adapter=TraceToMessages(),
-    )
+    resources = {"prompt_template": prompt_template_baseline()}
+    if resources_on_the_algorithm:
+        algo.set_initial_resources(resources)
+        trainer = Trainer(algorithm=algo, n_runners=2, adapter=TraceToMessages())
+    else:
+        trainer = Trainer(algorithm=algo, n_runners=2, initial_resources=resources, adapter=TraceToMessages())
     train, val = load_train_val_dataset()
     return trainer.fit(agent=room_selector, train_dataset=train, val_dataset=val)

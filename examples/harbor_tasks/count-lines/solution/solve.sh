@@ -1,0 +1,2 @@
+#!/bin/sh
+wc -l < /app/words.txt | tr -d ' ' > /app/answer.txt
