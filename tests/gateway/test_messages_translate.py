@@ -59,7 +59,7 @@ def test_answer_blocks() -> None:
 
 @pytest.mark.parametrize("body", [
     {"messages": []},
-    {"messages": [{"role": "system", "content": "x"}]},
+    {"messages": [{"role": "tool", "content": "x"}]},
     {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
     {"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "any"}},
     {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},

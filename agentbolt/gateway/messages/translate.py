@@ -1,6 +1,7 @@
 """An Anthropic Messages request as a chat request, and a chat answer as a Message.
 
-Request: ``system`` (a string or text blocks) becomes the system message; each message's
+Request: ``system`` (a string or text blocks) becomes the system message (as does a
+``system`` message among the ``messages``, which Claude Code sends); each message's
 content (a string or blocks) becomes chat messages — ``text`` (and plain-text
 ``document``) blocks the text, an assistant's ``tool_use`` blocks its ``tool_calls``
 (``input`` as JSON arguments), a user's ``tool_result`` blocks ``tool`` messages, and
@@ -183,9 +184,11 @@ def chat_request(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         raise bad_request("messages: must be a non-empty list of {'role', 'content'} objects")
     for i, m in enumerate(given):
         where = f"messages.{i}"
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-            raise bad_request(f"{where}: each message needs a role of 'user' or 'assistant'")
-        if m["role"] == "user":
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+            raise bad_request(f"{where}: each message needs a role of 'user', 'assistant' or 'system'")
+        if m["role"] == "system":  # mid-conversation system text (Claude Code sends some)
+            messages.append({"role": "system", "content": _text(m.get("content"), where)})
+        elif m["role"] == "user":
             messages += _user_messages(m.get("content"), where)
         else:
             messages.append(_assistant_message(m.get("content"), where))
