@@ -14,6 +14,9 @@
   ``X-Agentbolt-Attempt-Id`` headers (or neither, with a scoped token: its attempt).
   Any of them may name the calling agent (``X-Agentbolt-Agent`` header or a
   ``<model>#<agent>`` model name) and its span (``traceparent``): :mod:`agentbolt.gateway.origin`.
+* a WebSocket handshake on ``.../v1/responses`` (Codex tries one first when its provider
+  says ``supports_websockets``) is refused with 426 Upgrade Required, on which Codex falls
+  back to HTTP at once.
 * ``POST /v1/gateway/pause`` (``?drain=true`` waits for in-flight calls),
   ``POST /v1/gateway/resume``, ``GET /v1/gateway/status``: admin only.
 * ``POST /v1/gateway/weights``: admin only; pause, drain, load new weights into the
@@ -38,7 +41,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import orjson
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import Response, StreamingResponse
 
 from agentbolt.gateway.control import WEIGHTS_ROUTE, LocalGatewayControl
@@ -253,6 +256,31 @@ async def rollout_completions(request: Request, rollout_id: str, attempt_id: str
 @gateway_router.post(_prefix + "/responses", summary="Responses API call for one rollout attempt (OpenAI API)")
 async def rollout_responses(request: Request, rollout_id: str, attempt_id: str) -> Response:
     return await _proxy(request, "responses", rollout_id, attempt_id)
+
+
+_NO_WEBSOCKET = (
+    "this gateway serves the Responses API over HTTP only: POST the request to this URL (with stream=true for "
+    "events). Codex falls back to HTTP by itself; set supports_websockets = false in its model provider to skip "
+    "the attempt"
+)
+
+
+async def _refuse_websocket(websocket: WebSocket) -> None:
+    """A Responses WebSocket handshake (Codex's first try): refused with 426 Upgrade
+    Required, which Codex answers by falling back to HTTP at once (a 403 it retries)."""
+    body = {"error": {"message": _NO_WEBSOCKET, "type": "invalid_request_error", "param": None,
+                      "code": "websocket_not_supported"}}
+    await websocket.send_denial_response(Response(orjson.dumps(body), status_code=426, media_type="application/json"))
+
+
+@gateway_router.websocket(_prefix + "/responses")
+async def rollout_responses_websocket(websocket: WebSocket, rollout_id: str, attempt_id: str) -> None:
+    await _refuse_websocket(websocket)
+
+
+@gateway_router.websocket("/v1/responses")
+async def responses_websocket(websocket: WebSocket) -> None:
+    await _refuse_websocket(websocket)
 
 
 @gateway_router.get(_prefix + "/responses/{response_id}", summary="A stored response of the attempt (Responses API)")
