@@ -53,13 +53,18 @@ def test_a_prompt_past_the_context_is_a_400_in_each_apis_shape(world: GatewayWor
     # the words Claude Code reads to compact its conversation and try again
     assert error["error"]["message"].startswith("prompt is too long: ")
     assert f"> {CONTEXT - 1} maximum" in error["error"]["message"]
-    spans = world.spans(a.rollout_id, 3)
-    assert [s["attributes"]["http.response.status_code"] for s in spans] == [400, 400, 400]
+    with httpx.Client(base_url=rollout_anthropic_base_url(world.url, a.rollout_id, a.attempt_id)) as http:
+        streamed = http.post("/v1/messages", headers={"x-api-key": a.token},
+                             json={"model": "m", "max_tokens": 16, "stream": True,
+                                   "messages": [{"role": "user", "content": LONG}]})
+    assert streamed.status_code == 400 and streamed.json()["error"]["message"].startswith("prompt is too long")
+    spans = world.spans(a.rollout_id, 4)
+    assert [s["attributes"]["http.response.status_code"] for s in spans] == [400, 400, 400, 400]
     assert all("prompt is too long" in s["status_message"] for s in spans)
     assert engine.prompts == []  # refused before the engine was called
     fits = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert fits.choices[0].message.content == "ok"
-    assert json.loads(world.spans(a.rollout_id, 4)[3]["attributes"]["agentbolt.llm.request"]).get("max_tokens") is None
+    assert json.loads(world.spans(a.rollout_id, 5)[4]["attributes"]["agentbolt.llm.request"]).get("max_tokens") is None
 
 
 def test_the_local_engine_gives_a_call_without_a_limit_what_the_context_leaves() -> None:
