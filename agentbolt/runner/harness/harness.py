@@ -77,6 +77,7 @@ from agentbolt.runner.harness.reward import (
 )
 from agentbolt.runner.harness.sandbox import Sandbox, SandboxSession
 from agentbolt.runner.harness.sandbox.events import SandboxEvent, emit_events
+from agentbolt.runner.harness.untrusted import write_new
 from agentbolt.tracing.context import AttemptContext, require_context
 from agentbolt.tracing.emitters import emit_annotation, emit_reward
 
@@ -192,7 +193,9 @@ class Harness(LitAgent):
         self, ctx: AttemptContext, task: Any, creds: Credentials, tmp: Path, box: SandboxSession | None
     ) -> None:
         fields = _placeholders(task, ctx)
-        reward_file = box.reward_file if box else tmp / "reward"
+        if box is None:
+            (tmp / "out").mkdir()
+        reward_file = box.reward_file if box else tmp / "out" / "reward"
         await ensure_gateway(
             creds, rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id), self._gateways_seen
         )
@@ -265,8 +268,9 @@ class Harness(LitAgent):
         self, ctx: AttemptContext, fields: dict[str, str], program: ProcessResult, tmp: Path, box: SandboxSession | None
     ) -> Reward:
         assert self.evaluator is not None
-        output = tmp / "output"
-        output.write_bytes(program.stdout)
+        # a directory the program never knew: nothing can be planted at the file's name
+        output = Path(tempfile.mkdtemp(prefix="eval-", dir=tmp)) / "output"
+        write_new(output, program.stdout)
         env = dict(os.environ) if self.inherit_env else {}
         env.update(self.env)  # never the agent's gateway URL or token: the grader is not the agent
         env.update(

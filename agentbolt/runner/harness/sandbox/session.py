@@ -48,6 +48,7 @@ from agentbolt.runner.harness.sandbox.events import (
 )
 from agentbolt.runner.harness.sandbox.proxy import GatewayProxy
 from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns
+from agentbolt.runner.harness.untrusted import Defused, defuse_tree
 
 __all__ = ["SandboxSession"]
 
@@ -193,13 +194,24 @@ class SandboxSession:
                 f"the sandbox did not start (bubblewrap exited with {result.exit_code}): "
                 f"{result.stderr_tail.strip()[-800:]}"
             )
-        events = self._events(report, result)
+        # the program and all it started have ended: make what it left safe for the evaluator
+        defused = await asyncio.to_thread(defuse_tree, self.workspace, seen_at=WORKSPACE_AT)
+        events = self._events(report, result, defused)
         result = _as_program_result(result, report, events, time.monotonic() - started)
         return result, events
 
-    def _events(self, report: dict[str, Any], result: ProcessResult) -> list[SandboxEvent]:
+    def _events(self, report: dict[str, Any], result: ProcessResult, defused: Defused) -> list[SandboxEvent]:
         memory = self.config.limits.memory_mb << 20 if self.config.limits.memory_mb else None
         events = [*self.denied, *events_from_report(report, memory)]
+        if defused.removed_links:
+            events.append(SandboxEvent("path.denied", "links leading out of the workspace were removed before the "
+                                                      f"evaluation: {', '.join(defused.removed_links[:5])}",
+                                       len(defused.removed_links)))
+        if defused.removed_special:
+            special = ", ".join(defused.removed_special[:5])
+            events.append(SandboxEvent("path.denied", "FIFOs, sockets or devices left in the workspace were removed "
+                                                      f"before the evaluation: {special}",
+                                       len(defused.removed_special)))
         names = [*self.hidden, *self.left_out, *(p.name for p in self.config.mask)]
         events += events_from_output(result.stderr_tail, [n for n in names if len(n) > 2 or n == ".git"])
         limit = int(self.config.limits.output_mb * 1_000_000)
