@@ -100,7 +100,10 @@ class Harness(LitAgent):
     * ``env`` — extra environment variables for the program and the evaluator; they
       override agentbolt's own (an ``OPENAI_BASE_URL`` here bypasses the gateway, so
       the calls go unrecorded). ``inherit_env`` — start from this process's
-      environment (default) or from an empty one.
+      environment (``True``) or from an empty one (``False``); by default (``None``) a
+      sandboxed program starts empty (a ``PATH``, ``LANG`` and agentbolt's variables
+      besides ``env``: nothing of the controller's, no admin token), an unsandboxed
+      program and the evaluator from this process's environment.
     * ``cwd`` — working directory; ``timeout`` — seconds before the program's whole
       process group is killed (the attempt then fails as retryable);
       ``evaluator_timeout`` likewise for the evaluator.
@@ -123,7 +126,7 @@ class Harness(LitAgent):
         *,
         evaluator: Command | None = None,
         env: Mapping[str, str] | None = None,
-        inherit_env: bool = True,
+        inherit_env: bool | None = None,
         cwd: str | os.PathLike[str] | None = None,
         timeout: float | None = 600.0,
         evaluator_timeout: float | None = 60.0,
@@ -200,7 +203,9 @@ class Harness(LitAgent):
             creds, rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id), self._gateways_seen
         )
         server_url = box.program_server_url if box else creds.server_url  # as the program reaches it
-        env = dict(os.environ) if self.inherit_env else {}
+        # a sandboxed program starts from nothing of this process's: no admin token, no cloud keys
+        inherit = self.inherit_env if self.inherit_env is not None else box is None
+        env = dict(os.environ) if inherit else {}
         env.update(
             OPENAI_BASE_URL=rollout_base_url(server_url, ctx.rollout_id, ctx.attempt_id),
             OPENAI_API_KEY=creds.token,
@@ -271,7 +276,7 @@ class Harness(LitAgent):
         # a directory the program never knew: nothing can be planted at the file's name
         output = Path(tempfile.mkdtemp(prefix="eval-", dir=tmp)) / "output"
         write_new(output, program.stdout)
-        env = dict(os.environ) if self.inherit_env else {}
+        env = dict(os.environ) if self.inherit_env is not False else {}
         env.update(self.env)  # never the agent's gateway URL or token: the grader is not the agent
         env.update(
             AGENTBOLT_ROLLOUT_ID=ctx.rollout_id,

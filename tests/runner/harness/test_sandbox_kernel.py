@@ -84,7 +84,5 @@ async def test_kernel_interfaces_are_out_of_reach(served: Served, tmp_path: Path
     core_pattern = Path("/proc/sys/kernel/core_pattern").read_text()
     by = await run_attacks(served, tmp_path, BODY, ATTACKS)
     assert by["honest"].status == RolloutStatus.SUCCEEDED and by["honest"].reward == 1.0
-    for attack in ATTACKS:
-        assert by[attack].status == RolloutStatus.SUCCEEDED, attack
-        assert by[attack].reward == 0.0, attack
+    assert {a: (by[a].status, by[a].reward) for a in ATTACKS} == dict.fromkeys(ATTACKS, (RolloutStatus.SUCCEEDED, 0.0))
     assert Path("/proc/sys/kernel/core_pattern").read_text() == core_pattern

@@ -33,8 +33,8 @@ from agentbolt.runner.harness.errors import HarnessConfigError
 from agentbolt.runner.harness.sandbox.config import SYSTEM_PATHS
 
 __all__ = [
-    "INNER", "PROC_MASKED", "PROC_READ_ONLY", "SandboxUnavailableError", "View", "bwrap_argv", "bwrap_version",
-    "check_bwrap",
+    "INNER", "PROC_MASKED", "PROC_READ_ONLY", "SYSTEM_SECRETS", "SandboxUnavailableError", "View", "bwrap_argv",
+    "bwrap_version", "check_bwrap",
 ]
 
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
@@ -45,6 +45,12 @@ PROC_MASKED = (
 )
 """Parts of ``/proc`` that show the kernel's memory, its keys or the host's hardware:
 blanked (files) or emptied (directories) inside."""
+SYSTEM_SECRETS = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd", "/etc/ssh",
+    "/etc/ssl/private", "/etc/sudoers", "/etc/sudoers.d",
+)
+"""Files of the visible system directories that hold the host's credentials (readable
+by uid 0, which a root controller's program is): blanked inside."""
 
 INNER = Path(__file__).with_name("inner.py")
 INNER_AT = "/.agentbolt/init.py"
@@ -90,8 +96,9 @@ def _under_system(path: Path) -> bool:
     return any(real == p or real.startswith(p + "/") for p in map(os.path.realpath, SYSTEM_PATHS))
 
 
-def bwrap_argv(bwrap: str, view: View, inner_argv: Sequence[str]) -> list[str]:
-    """``bwrap ... -- inner_argv`` for ``view``."""
+def bwrap_argv(bwrap: str, view: View, inner_argv: Sequence[str], *, seccomp_fd: int | None = None) -> list[str]:
+    """``bwrap ... -- inner_argv`` for ``view``; ``seccomp_fd`` the system-call filter
+    (:mod:`~agentbolt.runner.harness.sandbox.seccomp`), which the executor must pass."""
     args = [
         # no capabilities, even for root: nothing to remount, unmount or reconfigure inside;
         # the init is pid 1, so every orphan is its to reap, and its end ends them all
@@ -112,13 +119,15 @@ def bwrap_argv(bwrap: str, view: View, inner_argv: Sequence[str]) -> list[str]:
     args += ["--ro-bind", str(INNER), INNER_AT]
     args += ["--bind", str(view.workspace), WORKSPACE_AT]
     args += ["--ro-bind", str(view.run_dir), RUN_AT, "--bind", str(view.run_dir / "out"), f"{RUN_AT}/out"]
-    for path in view.masked:
+    for path in [*view.masked, *map(Path, SYSTEM_SECRETS)]:
         if not _visible(path, view.read_only):
             continue
         if path.is_dir():
             args += ["--tmpfs", str(path)]
         elif path.exists():
             args += ["--ro-bind", "/dev/null", str(path)]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     args += ["--remount-ro", "/", "--chdir", WORKSPACE_AT, "--", *inner_argv]
     return args
 

@@ -47,12 +47,15 @@ from agentbolt.runner.harness.sandbox.events import (
     merge,
 )
 from agentbolt.runner.harness.sandbox.proxy import GatewayProxy
+from agentbolt.runner.harness.sandbox.seccomp import filter_fd
+from agentbolt.runner.harness.sandbox.seccomp import supported as seccomp_supported
 from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns
 from agentbolt.runner.harness.untrusted import Defused, defuse_tree
 
 __all__ = ["SandboxSession"]
 
 _DROPPED_ENV = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "PYTHONPATH")
+_SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 _BACKSTOP_S = 15.0
 """Seconds past the program's wall time before the controller kills the sandbox itself."""
 
@@ -125,9 +128,15 @@ class SandboxSession:
     program_reward_file = f"{RUN_AT}/out/reward"
     program_workspace = WORKSPACE_AT
 
-    def program_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """``env`` as the program gets it inside: no proxies, a home in ``/tmp``."""
+    def program_env(self, env: Mapping[str, str], command_dirs: Sequence[Path] = ()) -> dict[str, str]:
+        """``env`` as the program gets it inside: no proxies, a home in ``/tmp``; a
+        ``PATH`` (where ``env`` has none: the command's own directory, this Python's,
+        the system's) and ``LANG``."""
         inner = {k: v for k, v in env.items() if k not in _DROPPED_ENV}
+        if "PATH" not in inner:
+            dirs = [*map(str, command_dirs), os.path.dirname(sys.executable), *_SYSTEM_PATH]
+            inner["PATH"] = ":".join(dict.fromkeys(dirs))
+        inner.setdefault("LANG", "C.UTF-8")
         inner.update(HOME="/tmp", TMPDIR="/tmp", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
                      AGENTBOLT_WORKSPACE=WORKSPACE_AT)
         return inner
@@ -150,6 +159,7 @@ class SandboxSession:
         view = View(read_only=read_only, masked=masked, workspace=self.workspace, run_dir=self.run_dir,
                     tmp_bytes=limits.tmp_mb << 20 if limits.tmp_mb else None)
         read_fd, write_fd = os.pipe()
+        seccomp = filter_fd() if seccomp_supported() else None
         limit_values = {
             "wall": spec.timeout,
             "memory": limits.memory_mb << 20 if limits.memory_mb else None,
@@ -164,14 +174,14 @@ class SandboxSession:
         ]
         python = os.path.realpath(sys.executable)
         wrapped = ProcessSpec(
-            argv=bwrap_argv(self.bwrap, view, [python, "-I", "-S", "-B", INNER_AT, *inner_args]),
-            env=self.program_env(spec.env),
+            argv=bwrap_argv(self.bwrap, view, [python, "-I", "-S", "-B", INNER_AT, *inner_args], seccomp_fd=seccomp),
+            env=self.program_env(spec.env, _command_dirs(spec.argv[0])),
             cwd=None,
             timeout=(spec.timeout + _BACKSTOP_S) if spec.timeout is not None else None,
             stdin=spec.stdin,
             stderr_tail_bytes=spec.stderr_tail_bytes,
             kill_grace=spec.kill_grace,
-            pass_fds=(write_fd,),
+            pass_fds=(write_fd,) if seccomp is None else (write_fd, seccomp),
             output_limit=int(limits.output_mb * 1_000_000),
         )
         started = time.monotonic()
@@ -179,6 +189,8 @@ class SandboxSession:
             result = await executor.run(wrapped)
         finally:
             os.close(write_fd)
+            if seccomp is not None:
+                os.close(seccomp)
             report = _read_report(read_fd)
         self.startup_s = max(0.0, result.duration - float(report.get("duration_s", result.duration)))
         if "start_error" in report:
@@ -241,6 +253,12 @@ def _absolute_argv(argv: Sequence[str], cwd: str | None, *, executable: bool = T
                 files.append(Path(found))
         out.append(arg)
     return out, files
+
+
+def _command_dirs(command: str) -> list[Path]:
+    """Where this process finds ``command`` (a bare name): first on the program's PATH."""
+    found = shutil.which(command) if "/" not in command else None
+    return [Path(found).parent] if found else []
 
 
 def _read_report(fd: int) -> dict[str, Any]:
