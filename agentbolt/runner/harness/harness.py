@@ -11,7 +11,8 @@
 
 The program knows nothing about agentbolt. Its environment says where its model is
 (``OPENAI_BASE_URL``: the rollout's gateway URL, ``OPENAI_API_KEY``: a token scoped to
-this attempt) and what to do (``AGENTBOLT_TASK``: the task as JSON,
+this attempt) and what to do (``AGENTBOLT_TASK``: the task as JSON, without the fields
+it may not see — those the evaluator grades with, see :meth:`Harness.task_view` —,
 ``AGENTBOLT_ROLLOUT_ID``, ``AGENTBOLT_ATTEMPT_ID``). It may report its own reward to
 ``AGENTBOLT_REWARD_URL`` (``POST {"value": x}`` with the token as bearer) or into
 ``$AGENTBOLT_REWARD_FILE``, but an ``evaluator`` command is preferred: the agent under
@@ -35,10 +36,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import shlex
+import string
 import tempfile
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -81,7 +84,7 @@ from agentbolt.runner.harness.untrusted import write_new
 from agentbolt.tracing.context import AttemptContext, require_context
 from agentbolt.tracing.emitters import emit_annotation, emit_reward
 
-__all__ = ["Harness", "render_command"]
+__all__ = ["Harness", "render_command", "template_fields"]
 
 log = logging.getLogger("agentbolt.runner.harness")
 
@@ -115,6 +118,9 @@ class Harness(LitAgent):
     * ``require_reward`` — a program that exits without any reward fails the attempt
       (default); set False for programs run only to collect traces.
     * ``executor`` — where programs run (default: :class:`LocalExecutor`).
+    * ``task_visible`` / ``task_hidden`` — which fields of the task the program sees
+      (in ``$AGENTBOLT_TASK``, ``{task}`` and ``{field}`` placeholders): see
+      :meth:`task_view`; by default every field but those the evaluator's command names.
     * ``sandbox`` — a :class:`~agentbolt.runner.harness.sandbox.Sandbox` (its workspace,
       hidden paths, read-only paths, limits); ``True`` (default) is ``Sandbox()``;
       ``False`` runs programs unsandboxed, with this process's rights.
@@ -137,6 +143,8 @@ class Harness(LitAgent):
         executor: Executor | None = None,
         name: str | None = None,
         sandbox: Sandbox | bool = True,
+        task_visible: Sequence[str] | None = None,
+        task_hidden: Sequence[str] = (),
     ) -> None:
         if concurrency is not None and concurrency < 1:
             raise ValueError(f"concurrency must be at least 1 (or None for no limit), got {concurrency}")
@@ -161,6 +169,8 @@ class Harness(LitAgent):
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        self.task_visible = tuple(task_visible) if task_visible is not None else None
+        self.task_hidden = tuple(task_hidden)
         self._gateways_seen: set[str] = set()
 
     def __repr__(self) -> str:
@@ -175,6 +185,28 @@ class Harness(LitAgent):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._slots = weakref.WeakKeyDictionary()
+
+    def task_view(self, task: Any) -> tuple[Any, list[str]]:
+        """What the program sees of ``task``, and the names of the fields left out.
+
+        A task that is a JSON object is split: with ``task_visible`` the program sees
+        exactly those fields; otherwise every field but those in ``task_hidden``, those
+        the evaluator's command names (``{answer}``: what it grades against) and the
+        sandbox's own (the workspace's host path, the hidden paths). The evaluator always
+        gets the whole task. Other tasks (a string, a list) are shown whole."""
+        if not isinstance(task, Mapping):
+            return task, []
+        if self.task_visible is not None:
+            shown = set(self.task_visible)
+        else:
+            hidden = set(self.task_hidden)
+            if self.evaluator is not None:
+                hidden |= template_fields(self.evaluator)
+            if self.sandbox is not None:
+                hidden |= {self.sandbox.task_workspace_field, self.sandbox.task_hidden_field}
+            shown = {str(k) for k in task} - hidden
+        view = {k: v for k, v in task.items() if str(k) in shown}
+        return view, sorted(str(k) for k in task if str(k) not in shown)
 
     # ------------------------------------------------------------------ the agent
     # the runner fills the parameters a LitAgent method names; this one names only the task
@@ -195,7 +227,9 @@ class Harness(LitAgent):
     async def _run(
         self, ctx: AttemptContext, task: Any, creds: Credentials, tmp: Path, box: SandboxSession | None
     ) -> None:
-        fields = _placeholders(task, ctx)
+        fields = _placeholders(task, ctx)  # the evaluator's: the whole task
+        shown, hidden = self.task_view(task)
+        seen = _placeholders(shown, ctx)  # the program's
         if box is None:
             (tmp / "out").mkdir()
         reward_file = box.reward_file if box else tmp / "out" / "reward"
@@ -212,7 +246,7 @@ class Harness(LitAgent):
             AGENTBOLT_SERVER_URL=server_url,
             AGENTBOLT_ROLLOUT_ID=ctx.rollout_id,
             AGENTBOLT_ATTEMPT_ID=ctx.attempt_id,
-            AGENTBOLT_TASK=fields["task"],
+            AGENTBOLT_TASK=seen["task"],
             AGENTBOLT_REWARD_URL=(
                 f"{server_url}/v1/rollouts/{quote(ctx.rollout_id, safe='')}"
                 f"/attempts/{quote(ctx.attempt_id, safe='')}/reward"
@@ -221,7 +255,7 @@ class Harness(LitAgent):
         )
         env.update(self.env)  # explicit settings win (e.g. another OPENAI_BASE_URL: then calls are not recorded)
         spec = ProcessSpec(
-            argv=render_command(self.command, fields),
+            argv=render_command(self.command, seen, hidden=hidden),
             env=env,
             cwd=self.cwd,
             timeout=self.timeout,
@@ -236,7 +270,7 @@ class Harness(LitAgent):
                 result, events = await box.run(self.executor, spec, evaluator, self.cwd)
             except ProgramStartError as exc:
                 raise HarnessStartError(f"the program could not start: {exc}") from exc
-        await _record(ctx, result, events, box)
+        await _record(ctx, result, events, box, hidden)
         if result.timed_out:
             raise HarnessTimeoutError(
                 f"{spec.argv[0]} ran longer than {self.timeout} s; its process group was killed"
@@ -342,6 +376,20 @@ def _split(command: Command, what: str) -> list[str]:
     return argv
 
 
+def template_fields(template: Sequence[str]) -> set[str]:
+    """The task fields a command template names (``{answer}``, ``{case[0]}`` -> ``case``)."""
+    names: set[str] = set()
+    for arg in template:
+        try:
+            parsed = list(string.Formatter().parse(arg))
+        except ValueError:
+            continue  # render_command says what is wrong with it
+        for _, name, _, _ in parsed:
+            if name:
+                names.add(re.split(r"[.\[]", name, maxsplit=1)[0])
+    return names - {"task", "rollout_id", "attempt_id"}
+
+
 def _placeholders(task: Any, ctx: AttemptContext) -> dict[str, str]:
     fields: dict[str, str] = {}
     if isinstance(task, Mapping):
@@ -354,7 +402,15 @@ def _placeholders(task: Any, ctx: AttemptContext) -> dict[str, str]:
 
 
 class _Fields(dict):
+    hidden: frozenset[str] = frozenset()
+
     def __missing__(self, key: str) -> str:
+        if key in self.hidden:
+            raise HarnessConfigError(
+                f"the program's command uses {{{key}}}, a task field the program may not see (the evaluator's command "
+                f"uses it, or Harness(task_hidden=...) lists it): give the program the field on purpose with "
+                f"Harness(task_visible=[..., {key!r}]), or leave it to the evaluator"
+            )
         have = ", ".join(sorted(self)) or "none"
         raise HarnessConfigError(
             f"the command template uses {{{key}}} but the task has no field {key!r} (available: {have}); "
@@ -362,9 +418,13 @@ class _Fields(dict):
         )
 
 
-def render_command(template: Sequence[str], fields: Mapping[str, str]) -> list[str]:
-    """Fill ``{placeholders}`` in each argument of ``template`` from ``fields``."""
+def render_command(
+    template: Sequence[str], fields: Mapping[str, str], *, hidden: Iterable[str] = ()
+) -> list[str]:
+    """Fill ``{placeholders}`` in each argument of ``template`` from ``fields``;
+    ``hidden`` names fields left out on purpose (a clearer error when one is used)."""
     lookup = _Fields(fields)
+    lookup.hidden = frozenset(hidden)
     try:
         return [arg.format_map(lookup) for arg in template]
     except (ValueError, IndexError) as exc:
@@ -373,7 +433,8 @@ def render_command(template: Sequence[str], fields: Mapping[str, str]) -> list[s
 
 # ---------------------------------------------------------------------- outcome
 async def _record(
-    ctx: AttemptContext, result: ProcessResult, events: list[SandboxEvent], box: SandboxSession | None
+    ctx: AttemptContext, result: ProcessResult, events: list[SandboxEvent], box: SandboxSession | None,
+    task_hidden: Sequence[str] = (),
 ) -> None:
     facts: dict[str, Any] = {
         "harness.exit_code": result.exit_code if result.exit_code is not None else -1,
@@ -382,7 +443,7 @@ async def _record(
         "harness.stderr_tail": result.stderr_tail,
         "harness.sandboxed": box is not None,
     }
-    metadata: dict[str, Any] = {"harness": facts}
+    metadata: dict[str, Any] = {"harness": {**facts, "harness.task_hidden": list(task_hidden)}}
     if box is not None:
         facts["harness.sandbox_startup_ms"] = round(box.startup_s * 1000, 1)
         metadata["sandbox"] = {"events": [e.as_dict() for e in events], "hidden": box.left_out}

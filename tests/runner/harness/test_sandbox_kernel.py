@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentbolt.types import RolloutStatus
-from runner.harness.attacks import run_attacks
+from runner.harness.attacks import run_attacks, stderr_tails
 from runner.harness.helpers import Served
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -84,5 +84,6 @@ async def test_kernel_interfaces_are_out_of_reach(served: Served, tmp_path: Path
     core_pattern = Path("/proc/sys/kernel/core_pattern").read_text()
     by = await run_attacks(served, tmp_path, BODY, ATTACKS)
     assert by["honest"].status == RolloutStatus.SUCCEEDED and by["honest"].reward == 1.0
-    assert {a: (by[a].status, by[a].reward) for a in ATTACKS} == dict.fromkeys(ATTACKS, (RolloutStatus.SUCCEEDED, 0.0))
+    assert {a: (by[a].status, by[a].reward) for a in ATTACKS} == dict.fromkeys(ATTACKS, (
+        RolloutStatus.SUCCEEDED, 0.0)), await stderr_tails(served, by)
     assert Path("/proc/sys/kernel/core_pattern").read_text() == core_pattern

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agentbolt.types import RolloutStatus
-from runner.harness.attacks import run_attacks
+from runner.harness.attacks import run_attacks, stderr_tails
 from runner.harness.helpers import Served
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -103,4 +103,5 @@ async def test_no_secret_of_the_controller_reaches_the_program(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CLOUD_VALUE)
     by = await run_attacks(served, tmp_path, BODY, ATTACKS, extra=[f"{ADMIN_VALUE},{CLOUD_VALUE}"])
     assert by["honest"].status == RolloutStatus.SUCCEEDED and by["honest"].reward == 1.0
-    assert {a: (by[a].status, by[a].reward) for a in ATTACKS} == dict.fromkeys(ATTACKS, (RolloutStatus.SUCCEEDED, 0.0))
+    assert {a: (by[a].status, by[a].reward) for a in ATTACKS} == dict.fromkeys(ATTACKS, (
+        RolloutStatus.SUCCEEDED, 0.0)), await stderr_tails(served, by)
