@@ -443,14 +443,17 @@ async def _record(
         "harness.stderr_tail": result.stderr_tail,
         "harness.sandboxed": box is not None,
     }
-    metadata: dict[str, Any] = {"harness": {**facts, "harness.task_hidden": list(task_hidden)}}
+    metadata: dict[str, Any] = {"harness": facts}
     if box is not None:
         facts["harness.sandbox_startup_ms"] = round(box.startup_s * 1000, 1)
+        if isinstance(signal := result.extra.get("signal"), int):
+            facts["harness.signal"] = signal  # what ended it, counted as its own exit (128 + signal)
         metadata["sandbox"] = {"events": [e.as_dict() for e in events], "hidden": box.left_out}
         emit_events(events)
         for e in events:
             log.info("sandbox of attempt %s: %s (x%d): %s", ctx.attempt_id, e.kind, e.count, e.detail)
     emit_annotation(**facts)
+    metadata["harness"] = {**facts, "harness.task_hidden": list(task_hidden)}
     try:
         await ctx.store.update_attempt(ctx.rollout_id, ctx.attempt_id, metadata=metadata)
     except Exception as exc:  # noqa: BLE001 - the span above has it too; metadata is a convenience

@@ -42,6 +42,7 @@ def main() -> int:
         return 2
     limits = {k: float(v) for k, v in (p.split("=") for p in raw_limits.split(",") if p)}
     report = {"events": [], "relayed": 0}
+    _deaf()
     _private()
     for family, host in ((_socket.AF_INET, "127.0.0.1"), (_socket.AF_INET6, "::1")):  # "localhost" too
         _thread.start_new_thread(_relay, (family, host, int(port), sock_path, report))
@@ -52,12 +53,34 @@ def main() -> int:
         sys.stderr.write(f"agentbolt sandbox: could not start {argv[0]!r}: {exc}\n")
         report["start_error"] = str(exc)
         return _finish(report, 127, int(report_fd))
+    _started(int(report_fd))
     code = _supervise(pid, limits, started, report)
     _kill_rest()
     _reap_rest(report, limits)
     report["network"] = _network_counters()
     report["duration_s"] = round(time.monotonic() - started, 3)
     return _finish(report, code, int(report_fd))
+
+
+def _deaf() -> None:
+    """No signal from inside the sandbox reaches this process: the kernel delivers to a
+    namespace's init only the signals it has a handler for, and Python installs one for
+    SIGINT (KeyboardInterrupt would end the init, and the report with it)."""
+    for sig in range(1, _signal.NSIG):
+        try:
+            if _signal.getsignal(sig) not in (_signal.SIG_DFL, _signal.SIG_IGN, None):
+                _signal.signal(sig, _signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError):
+            continue
+
+
+def _started(fd: int) -> None:
+    """The first line of the report: the program runs. A report that ends here (the
+    init itself was ended) is the run's end all the same, never a sandbox that did not start."""
+    try:
+        os.write(fd, b'{"started":true}\n')
+    except OSError:
+        pass
 
 
 def _private() -> None:
@@ -76,6 +99,8 @@ def _spawn(argv: list, limits: dict) -> int:
         try:
             os.close(err_r)
             os.setsid()
+            for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):  # Python ignores them; the program must not
+                _signal.signal(sig, _signal.SIG_DFL)
             _apply_limits(limits)
             os.closerange(3, err_w)
             os.closerange(err_w + 1, 65536)

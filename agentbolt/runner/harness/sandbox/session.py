@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -198,6 +199,10 @@ class SandboxSession:
                 f"could not start {argv[0]!r} in the sandbox: {report['start_error']}; a program outside the system "
                 "directories must be visible there: add its directory to Sandbox(read_only=[...])"
             )
+        if report.get("started") and "exit_code" not in report:
+            # the init ended before the program did: only the program can have done that
+            # (or the kernel, for it); its run ends there, judged like any other
+            report = {**report, "exit_code": 128 + signal.SIGKILL, "init_lost": True}
         if not report:  # the sandbox itself failed (or was killed from outside)
             if result.timed_out:
                 return result, [SandboxEvent("limit.wall_time", f"the sandbox ran past {wrapped.timeout} s and was "
@@ -209,7 +214,7 @@ class SandboxSession:
         # the program and all it started have ended: make what it left safe for the evaluator
         defused = await asyncio.to_thread(defuse_tree, self.workspace, seen_at=WORKSPACE_AT)
         events = self._events(report, result, defused)
-        result = _as_program_result(result, report, events, time.monotonic() - started)
+        result = _as_program_result(result, report, time.monotonic() - started)
         return result, events
 
     def _events(self, report: dict[str, Any], result: ProcessResult, defused: Defused) -> list[SandboxEvent]:
@@ -261,31 +266,40 @@ def _command_dirs(command: str) -> list[Path]:
     return [Path(found).parent] if found else []
 
 
+_REPORT_LIMIT = 1 << 20
+
+
 def _read_report(fd: int) -> dict[str, Any]:
+    """The init's report: ``{"started": true}`` once the program runs, then (one line
+    later) the full report; what parses of it, bounded."""
     chunks = []
+    size = 0
     with contextlib.suppress(OSError):
         os.set_blocking(fd, False)
-        while chunk := os.read(fd, 65536):
+        while size < _REPORT_LIMIT and (chunk := os.read(fd, 65536)):
             chunks.append(chunk)
+            size += len(chunk)
     os.close(fd)
-    try:
-        return dict(orjson.loads(b"".join(chunks))) if chunks else {}
-    except orjson.JSONDecodeError:
-        return {}
+    report: dict[str, Any] = {}
+    for line in b"".join(chunks).splitlines():
+        with contextlib.suppress(orjson.JSONDecodeError, TypeError, ValueError):
+            report.update(dict(orjson.loads(line)))
+    return report
 
 
 def _as_program_result(
-    result: ProcessResult, report: dict[str, Any], events: list[SandboxEvent], duration: float
+    result: ProcessResult, report: dict[str, Any], duration: float
 ) -> ProcessResult:
-    """The program's own outcome: a limit the sandbox enforced (reported as an event) is
-    an ordinary exit (the evaluator still judges the workspace); another signal stays a
-    signal; running out of wall time is a timeout."""
+    """The program's own outcome: it ended by a signal — a limit the sandbox enforced, one
+    it sent itself or its processes, or the end of the sandbox's init it caused — is an
+    ordinary exit (``128 + signal``: the evaluator still judges the workspace; without
+    one it is the program's failure). No signal from inside the sandbox is
+    infrastructure, so none is retried. Running out of wall time is a timeout."""
     code = int(report.get("exit_code", result.exit_code if result.exit_code is not None else -1))
     timed_out = bool(report.get("timed_out")) or result.timed_out
-    limited = any(e.kind.startswith("limit.") and e.kind != "limit.wall_time" for e in events)
-    if code >= 128 and not limited and not timed_out:
-        code = -(code - 128)
     extra = {**result.extra, "sandbox_report": report}
+    if code >= 128 and not timed_out:
+        extra["signal"] = code - 128
     return ProcessResult(
         exit_code=code, stdout=result.stdout, stderr_tail=result.stderr_tail, timed_out=timed_out,
         duration=duration, extra=extra,
