@@ -38,6 +38,7 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import string
 import tempfile
 import weakref
@@ -215,14 +216,18 @@ class Harness(LitAgent):
         ctx = require_context()
         creds = await attempt_credentials(ctx, self.server_url)
         async with self._slot():
-            with tempfile.TemporaryDirectory(prefix="agentbolt-harness-") as tmp:
+            tmp = Path(tempfile.mkdtemp(prefix="agentbolt-harness-"))
+            try:
                 if self.sandbox is None:
-                    await self._run(ctx, task, creds, Path(tmp), None)
+                    await self._run(ctx, task, creds, tmp, None)
                     return None
-                box = SandboxSession(self.sandbox, Path(tmp), task, creds.server_url, ctx.rollout_id, ctx.attempt_id)
+                box = SandboxSession(self.sandbox, tmp, task, creds.server_url, ctx.rollout_id, ctx.attempt_id)
                 async with box:
-                    await self._run(ctx, task, creds, Path(tmp), box)
+                    await self._run(ctx, task, creds, tmp, box)
                 return None
+            finally:
+                # what the program left may be a million files: removed off the event loop
+                await asyncio.shield(asyncio.to_thread(_remove, tmp))
 
     async def _run(
         self, ctx: AttemptContext, task: Any, creds: Credentials, tmp: Path, box: SandboxSession | None
@@ -366,6 +371,12 @@ class _NoLimit:
 
     async def __aexit__(self, *exc: object) -> None:
         return None
+
+
+def _remove(tmp: Path) -> None:
+    shutil.rmtree(tmp, ignore_errors=True)
+    if tmp.exists():
+        log.warning("could not remove the harness's temporary directory %s entirely", tmp)
 
 
 # ---------------------------------------------------------------------- templates

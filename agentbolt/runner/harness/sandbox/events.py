@@ -45,6 +45,9 @@ class SandboxEvent:
 def events_from_report(report: dict[str, Any], memory_bytes: int | None) -> list[SandboxEvent]:
     """Events the sandbox's init reported (limits) and read from the kernel (network)."""
     events = [SandboxEvent(str(e["kind"]), str(e["detail"])) for e in report.get("events", [])]
+    if report.get("relay_refused"):
+        events.append(SandboxEvent("limit.connections", "connections to the gateway past the limit at once were "
+                                                        "closed by the relay", int(report["relay_refused"])))
     net = report.get("network") or {}
     if net.get("unroutable"):
         events.append(SandboxEvent(

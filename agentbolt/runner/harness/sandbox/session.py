@@ -109,6 +109,10 @@ class SandboxSession:
             allowed_prefixes=[f"{base}/rollout/{rid}/attempt/{aid}/"],
             allowed_exact=[f"{base}/v1/rollouts/{rid}/attempts/{aid}/reward"],
             on_denied=self._denied,
+            max_connections=self.config.limits.connections,
+            head_timeout=self.config.limits.request_head_s,
+            upload_idle_s=self.config.limits.upload_idle_s,
+            on_limited=self._limited,
         )
         await self._proxy.__aenter__()
         return self
@@ -119,6 +123,14 @@ class SandboxSession:
 
     def _denied(self, method: str, target: str) -> None:
         self.denied.append(SandboxEvent("network.denied", f"{method} {target}"))
+
+    def _limited(self, kind: str) -> None:
+        limits = self.config.limits
+        detail = {
+            "limit.connections": f"gateway requests past {limits.connections} at once were answered 503",
+            "limit.request_time": f"a gateway request's head took longer than {limits.request_head_s:g} s (408)",
+        }[kind]
+        self.denied.append(SandboxEvent(kind, detail))
 
     # ------------------------------------------------------------------ paths
     @property
@@ -168,6 +180,7 @@ class SandboxSession:
             "cpu": limits.cpu_seconds,
             "file": limits.file_mb << 20 if limits.file_mb else None,
             "nofile": limits.open_files,
+            "connections": limits.connections,
         }
         inner_args = [
             str(self.inner_port), f"{RUN_AT}/gateway.sock", str(write_fd),
