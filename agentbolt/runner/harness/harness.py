@@ -457,6 +457,10 @@ async def _record(
     metadata: dict[str, Any] = {"harness": facts}
     if box is not None:
         facts["harness.sandbox_startup_ms"] = round(box.startup_s * 1000, 1)
+        report = result.extra.get("sandbox_report")
+        if isinstance(report, dict):
+            peak = max(int(report.get("peak_data_bytes", 0)), int(report.get("max_rss_bytes", 0)))
+            facts["harness.peak_memory_mb"] = round(peak / (1 << 20), 1)
         if isinstance(signal := result.extra.get("signal"), int):
             facts["harness.signal"] = signal  # what ended it, counted as its own exit (128 + signal)
         metadata["sandbox"] = {"events": [e.as_dict() for e in events], "hidden": box.left_out}

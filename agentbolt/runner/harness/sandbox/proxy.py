@@ -92,7 +92,8 @@ class GatewayProxy:
         path = unquote(target.split("?", 1)[0].split("#", 1)[0])
         if any(segment in ("..", ".") for segment in path.split("/")) or "//" in path:
             return False
-        return path in self.exact or any(path.startswith(p) for p in self.prefixes)
+        # the attempt's own base (".../attempt/{id}", no slash after it) is its too
+        return path in self.exact or any(path.startswith(p) or path + "/" == p for p in self.prefixes)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.active >= self.max_connections:
@@ -129,6 +130,7 @@ class GatewayProxy:
             await _refuse(writer, 400, "the sandbox's gateway relay speaks HTTP/1.x only")
             return
         method, target, version = parts
+        target = _origin_form(target)
         if not self.allows(target):
             self.on_denied(method, target[:300])
             await _refuse(
@@ -156,6 +158,16 @@ class GatewayProxy:
             upload.cancel()
         finally:
             up_writer.close()
+
+
+def _origin_form(target: str) -> str:
+    """``http://127.0.0.1:port/path?q`` (the absolute form some clients send) as ``/path?q``;
+    the host is the relay's whatever it names: the request leaves only for this server."""
+    if target.startswith(("http://", "https://")):
+        rest = target.split("://", 1)[1]
+        slash = rest.find("/")
+        return rest[slash:] if slash >= 0 else "/"
+    return target
 
 
 async def _pump(

@@ -231,8 +231,7 @@ class SandboxSession:
         return result, events
 
     def _events(self, report: dict[str, Any], result: ProcessResult, defused: Defused) -> list[SandboxEvent]:
-        memory = self.config.limits.memory_mb << 20 if self.config.limits.memory_mb else None
-        events = [*self.denied, *events_from_report(report, memory)]
+        events = [*self.denied, *events_from_report(report)]
         if defused.removed_links:
             events.append(SandboxEvent("path.denied", "links leading out of the workspace were removed before the "
                                                       f"evaluation: {', '.join(defused.removed_links[:5])}",
