@@ -9,6 +9,7 @@ import platform
 import typer
 
 from agentbolt.cli.runner_cmd import runner
+from agentbolt.cli.sandbox_cmd import sandbox_app
 from agentbolt.cli.server_cmd import server
 from agentbolt.cli.store_cmds import store_app
 
@@ -24,6 +25,7 @@ app = typer.Typer(
 app.command(name="server")(server)
 app.command(name="runner")(runner)
 app.add_typer(store_app, name="store")
+app.add_typer(sandbox_app, name="sandbox")
 
 
 @app.command()
