@@ -10,6 +10,7 @@ import typer
 
 from agentbolt.cli.migrate_cmd import migrate
 from agentbolt.cli.runner_cmd import runner
+from agentbolt.cli.sandbox_cmd import sandbox_app
 from agentbolt.cli.server_cmd import server
 from agentbolt.cli.store_cmds import store_app
 
@@ -26,6 +27,7 @@ app.command(name="server")(server)
 app.command(name="runner")(runner)
 app.add_typer(store_app, name="store")
 app.command(name="migrate")(migrate)
+app.add_typer(sandbox_app, name="sandbox")
 
 
 @app.command()

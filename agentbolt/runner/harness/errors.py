@@ -2,7 +2,8 @@
 
 Infrastructure trouble is retried, never scored: the program could not start
 (:class:`HarnessStartError`), ran past its timeout (:class:`HarnessTimeoutError`), was
-killed by a signal it did not send itself (:class:`HarnessKilledError`), or the evaluator
+killed by a signal when unsandboxed (:class:`HarnessKilledError`; in the sandbox any
+signal that ends the program is its own exit, ``128 + signal``), or the evaluator
 broke (:class:`EvaluatorError`). These carry ``retryable = True``, so the failed attempt is
 requeued while the rollout has attempts left. A program none of whose model calls
 succeeded at the gateway (:class:`GatewayRefusedError`) fails with the gateway's reason,

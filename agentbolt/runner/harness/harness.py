@@ -11,7 +11,8 @@
 
 The program knows nothing about agentbolt. Its environment says where its model is
 (``OPENAI_BASE_URL``: the rollout's gateway URL, ``OPENAI_API_KEY``: a token scoped to
-this attempt) and what to do (``AGENTBOLT_TASK``: the task as JSON,
+this attempt) and what to do (``AGENTBOLT_TASK``: the task as JSON, without the fields
+it may not see — those the evaluator grades with, see :meth:`Harness.task_view` —,
 ``AGENTBOLT_ROLLOUT_ID``, ``AGENTBOLT_ATTEMPT_ID``). It may report its own reward to
 ``AGENTBOLT_REWARD_URL`` (``POST {"value": x}`` with the token as bearer) or into
 ``$AGENTBOLT_REWARD_FILE``, but an ``evaluator`` command is preferred: the agent under
@@ -35,10 +36,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import shlex
+import shutil
+import string
 import tempfile
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -79,10 +83,11 @@ from agentbolt.runner.harness.reward import (
 )
 from agentbolt.runner.harness.sandbox import Sandbox, SandboxSession
 from agentbolt.runner.harness.sandbox.events import SandboxEvent, emit_events
+from agentbolt.runner.harness.untrusted import write_new
 from agentbolt.tracing.context import AttemptContext, require_context
 from agentbolt.tracing.emitters import emit_annotation, emit_reward
 
-__all__ = ["Harness", "render_command"]
+__all__ = ["Harness", "render_command", "template_fields"]
 
 log = logging.getLogger("agentbolt.runner.harness")
 
@@ -101,7 +106,10 @@ class Harness(LitAgent):
     * ``env`` — extra environment variables for the program and the evaluator; they
       override agentbolt's own (an ``OPENAI_BASE_URL`` here bypasses the gateway, so
       the calls go unrecorded). ``inherit_env`` — start from this process's
-      environment (default) or from an empty one.
+      environment (``True``) or from an empty one (``False``); by default (``None``) a
+      sandboxed program starts empty (a ``PATH``, ``LANG`` and agentbolt's variables
+      besides ``env``: nothing of the controller's, no admin token), an unsandboxed
+      program and the evaluator from this process's environment.
     * ``cwd`` — working directory; ``timeout`` — seconds before the program's whole
       process group is killed (the attempt then fails as retryable);
       ``evaluator_timeout`` likewise for the evaluator.
@@ -113,6 +121,9 @@ class Harness(LitAgent):
     * ``require_reward`` — a program that exits without any reward fails the attempt
       (default); set False for programs run only to collect traces.
     * ``executor`` — where programs run (default: :class:`LocalExecutor`).
+    * ``task_visible`` / ``task_hidden`` — which fields of the task the program sees
+      (in ``$AGENTBOLT_TASK``, ``{task}`` and ``{field}`` placeholders): see
+      :meth:`task_view`; by default every field but those the evaluator's command names.
     * ``sandbox`` — a :class:`~agentbolt.runner.harness.sandbox.Sandbox` (its workspace,
       hidden paths, read-only paths, limits); ``True`` (default) is ``Sandbox()``;
       ``False`` runs programs unsandboxed, with this process's rights.
@@ -124,7 +135,7 @@ class Harness(LitAgent):
         *,
         evaluator: Command | None = None,
         env: Mapping[str, str] | None = None,
-        inherit_env: bool = True,
+        inherit_env: bool | None = None,
         cwd: str | os.PathLike[str] | None = None,
         timeout: float | None = 600.0,
         evaluator_timeout: float | None = 60.0,
@@ -135,6 +146,8 @@ class Harness(LitAgent):
         executor: Executor | None = None,
         name: str | None = None,
         sandbox: Sandbox | bool = True,
+        task_visible: Sequence[str] | None = None,
+        task_hidden: Sequence[str] = (),
     ) -> None:
         if concurrency is not None and concurrency < 1:
             raise ValueError(f"concurrency must be at least 1 (or None for no limit), got {concurrency}")
@@ -159,6 +172,8 @@ class Harness(LitAgent):
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        self.task_visible = tuple(task_visible) if task_visible is not None else None
+        self.task_hidden = tuple(task_hidden)
         self._gateways_seen: set[str] = set()
 
     def __repr__(self) -> str:
@@ -174,6 +189,28 @@ class Harness(LitAgent):
         self.__dict__.update(state)
         self._slots = weakref.WeakKeyDictionary()
 
+    def task_view(self, task: Any) -> tuple[Any, list[str]]:
+        """What the program sees of ``task``, and the names of the fields left out.
+
+        A task that is a JSON object is split: with ``task_visible`` the program sees
+        exactly those fields; otherwise every field but those in ``task_hidden``, those
+        the evaluator's command names (``{answer}``: what it grades against) and the
+        sandbox's own (the workspace's host path, the hidden paths). The evaluator always
+        gets the whole task. Other tasks (a string, a list) are shown whole."""
+        if not isinstance(task, Mapping):
+            return task, []
+        if self.task_visible is not None:
+            shown = set(self.task_visible)
+        else:
+            hidden = set(self.task_hidden)
+            if self.evaluator is not None:
+                hidden |= template_fields(self.evaluator)
+            if self.sandbox is not None:
+                hidden |= {self.sandbox.task_workspace_field, self.sandbox.task_hidden_field}
+            shown = {str(k) for k in task} - hidden
+        view = {k: v for k, v in task.items() if str(k) in shown}
+        return view, sorted(str(k) for k in task if str(k) not in shown)
+
     # ------------------------------------------------------------------ the agent
     # the runner fills the parameters a LitAgent method names; this one names only the task
     async def training_rollout(self, task: Any) -> float | None:  # type: ignore[override]
@@ -181,32 +218,42 @@ class Harness(LitAgent):
         ctx = require_context()
         creds = await attempt_credentials(ctx, self.server_url)
         async with self._slot():
-            with tempfile.TemporaryDirectory(prefix="agentbolt-harness-") as tmp:
+            tmp = Path(tempfile.mkdtemp(prefix="agentbolt-harness-"))
+            try:
                 if self.sandbox is None:
-                    await self._run(ctx, task, creds, Path(tmp), None)
+                    await self._run(ctx, task, creds, tmp, None)
                     return None
-                box = SandboxSession(self.sandbox, Path(tmp), task, creds.server_url, ctx.rollout_id, ctx.attempt_id)
+                box = SandboxSession(self.sandbox, tmp, task, creds.server_url, ctx.rollout_id, ctx.attempt_id)
                 async with box:
-                    await self._run(ctx, task, creds, Path(tmp), box)
+                    await self._run(ctx, task, creds, tmp, box)
                 return None
+            finally:
+                # what the program left may be a million files: removed off the event loop
+                await asyncio.shield(asyncio.to_thread(_remove, tmp))
 
     async def _run(
         self, ctx: AttemptContext, task: Any, creds: Credentials, tmp: Path, box: SandboxSession | None
     ) -> None:
-        fields = _placeholders(task, ctx)
-        reward_file = box.reward_file if box else tmp / "reward"
+        fields = _placeholders(task, ctx)  # the evaluator's: the whole task
+        shown, hidden = self.task_view(task)
+        seen = _placeholders(shown, ctx)  # the program's
+        if box is None:
+            (tmp / "out").mkdir()
+        reward_file = box.reward_file if box else tmp / "out" / "reward"
         await ensure_gateway(
             creds, rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id), self._gateways_seen
         )
         server_url = box.program_server_url if box else creds.server_url  # as the program reaches it
-        env = dict(os.environ) if self.inherit_env else {}
+        # a sandboxed program starts from nothing of this process's: no admin token, no cloud keys
+        inherit = self.inherit_env if self.inherit_env is not None else box is None
+        env = dict(os.environ) if inherit else {}
         env.update(
             OPENAI_BASE_URL=rollout_base_url(server_url, ctx.rollout_id, ctx.attempt_id),
             OPENAI_API_KEY=creds.token,
             AGENTBOLT_SERVER_URL=server_url,
             AGENTBOLT_ROLLOUT_ID=ctx.rollout_id,
             AGENTBOLT_ATTEMPT_ID=ctx.attempt_id,
-            AGENTBOLT_TASK=fields["task"],
+            AGENTBOLT_TASK=seen["task"],
             AGENTBOLT_REWARD_URL=(
                 f"{server_url}/v1/rollouts/{quote(ctx.rollout_id, safe='')}"
                 f"/attempts/{quote(ctx.attempt_id, safe='')}/reward"
@@ -215,7 +262,7 @@ class Harness(LitAgent):
         )
         env.update(self.env)  # explicit settings win (e.g. another OPENAI_BASE_URL: then calls are not recorded)
         spec = ProcessSpec(
-            argv=render_command(self.command, fields),
+            argv=render_command(self.command, seen, hidden=hidden),
             env=env,
             cwd=self.cwd,
             timeout=self.timeout,
@@ -230,10 +277,14 @@ class Harness(LitAgent):
                 result, events = await box.run(self.executor, spec, evaluator, self.cwd)
             except ProgramStartError as exc:
                 raise HarnessStartError(f"the program could not start: {exc}") from exc
+<<<<<<< HEAD
         await _record(ctx, result, events, box)
         refused = await refused_calls(ctx)
         if refused is not None:  # the model never answered it: not the program's score (runner/harness/calls.py)
             raise GatewayRefusedError(refused.reason, retryable=refused.transient)
+=======
+        await _record(ctx, result, events, box, hidden)
+>>>>>>> sandbox
         if result.timed_out:
             raise HarnessTimeoutError(
                 f"{spec.argv[0]} ran longer than {self.timeout} s; its process group was killed"
@@ -270,9 +321,10 @@ class Harness(LitAgent):
         self, ctx: AttemptContext, fields: dict[str, str], program: ProcessResult, tmp: Path, box: SandboxSession | None
     ) -> Reward:
         assert self.evaluator is not None
-        output = tmp / "output"
-        output.write_bytes(program.stdout)
-        env = dict(os.environ) if self.inherit_env else {}
+        # a directory the program never knew: nothing can be planted at the file's name
+        output = Path(tempfile.mkdtemp(prefix="eval-", dir=tmp)) / "output"
+        write_new(output, program.stdout)
+        env = dict(os.environ) if self.inherit_env is not False else {}
         env.update(self.env)  # never the agent's gateway URL or token: the grader is not the agent
         env.update(
             AGENTBOLT_ROLLOUT_ID=ctx.rollout_id,
@@ -330,12 +382,32 @@ class _NoLimit:
         return None
 
 
+def _remove(tmp: Path) -> None:
+    shutil.rmtree(tmp, ignore_errors=True)
+    if tmp.exists():
+        log.warning("could not remove the harness's temporary directory %s entirely", tmp)
+
+
 # ---------------------------------------------------------------------- templates
 def _split(command: Command, what: str) -> list[str]:
     argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
     if not argv:
         raise ValueError(f"the harness {what} is empty: give a command line such as 'python agent.py {{question}}'")
     return argv
+
+
+def template_fields(template: Sequence[str]) -> set[str]:
+    """The task fields a command template names (``{answer}``, ``{case[0]}`` -> ``case``)."""
+    names: set[str] = set()
+    for arg in template:
+        try:
+            parsed = list(string.Formatter().parse(arg))
+        except ValueError:
+            continue  # render_command says what is wrong with it
+        for _, name, _, _ in parsed:
+            if name:
+                names.add(re.split(r"[.\[]", name, maxsplit=1)[0])
+    return names - {"task", "rollout_id", "attempt_id"}
 
 
 def _placeholders(task: Any, ctx: AttemptContext) -> dict[str, str]:
@@ -350,7 +422,15 @@ def _placeholders(task: Any, ctx: AttemptContext) -> dict[str, str]:
 
 
 class _Fields(dict):
+    hidden: frozenset[str] = frozenset()
+
     def __missing__(self, key: str) -> str:
+        if key in self.hidden:
+            raise HarnessConfigError(
+                f"the program's command uses {{{key}}}, a task field the program may not see (the evaluator's command "
+                f"uses it, or Harness(task_hidden=...) lists it): give the program the field on purpose with "
+                f"Harness(task_visible=[..., {key!r}]), or leave it to the evaluator"
+            )
         have = ", ".join(sorted(self)) or "none"
         raise HarnessConfigError(
             f"the command template uses {{{key}}} but the task has no field {key!r} (available: {have}); "
@@ -358,9 +438,13 @@ class _Fields(dict):
         )
 
 
-def render_command(template: Sequence[str], fields: Mapping[str, str]) -> list[str]:
-    """Fill ``{placeholders}`` in each argument of ``template`` from ``fields``."""
+def render_command(
+    template: Sequence[str], fields: Mapping[str, str], *, hidden: Iterable[str] = ()
+) -> list[str]:
+    """Fill ``{placeholders}`` in each argument of ``template`` from ``fields``;
+    ``hidden`` names fields left out on purpose (a clearer error when one is used)."""
     lookup = _Fields(fields)
+    lookup.hidden = frozenset(hidden)
     try:
         return [arg.format_map(lookup) for arg in template]
     except (ValueError, IndexError) as exc:
@@ -369,7 +453,8 @@ def render_command(template: Sequence[str], fields: Mapping[str, str]) -> list[s
 
 # ---------------------------------------------------------------------- outcome
 async def _record(
-    ctx: AttemptContext, result: ProcessResult, events: list[SandboxEvent], box: SandboxSession | None
+    ctx: AttemptContext, result: ProcessResult, events: list[SandboxEvent], box: SandboxSession | None,
+    task_hidden: Sequence[str] = (),
 ) -> None:
     facts: dict[str, Any] = {
         "harness.exit_code": result.exit_code if result.exit_code is not None else -1,
@@ -381,11 +466,18 @@ async def _record(
     metadata: dict[str, Any] = {"harness": facts}
     if box is not None:
         facts["harness.sandbox_startup_ms"] = round(box.startup_s * 1000, 1)
+        report = result.extra.get("sandbox_report")
+        if isinstance(report, dict):
+            peak = max(int(report.get("peak_data_bytes", 0)), int(report.get("max_rss_bytes", 0)))
+            facts["harness.peak_memory_mb"] = round(peak / (1 << 20), 1)
+        if isinstance(signal := result.extra.get("signal"), int):
+            facts["harness.signal"] = signal  # what ended it, counted as its own exit (128 + signal)
         metadata["sandbox"] = {"events": [e.as_dict() for e in events], "hidden": box.left_out}
         emit_events(events)
         for e in events:
             log.info("sandbox of attempt %s: %s (x%d): %s", ctx.attempt_id, e.kind, e.count, e.detail)
     emit_annotation(**facts)
+    metadata["harness"] = {**facts, "harness.task_hidden": list(task_hidden)}
     try:
         await ctx.store.update_attempt(ctx.rollout_id, ctx.attempt_id, metadata=metadata)
     except Exception as exc:  # noqa: BLE001 - the span above has it too; metadata is a convenience

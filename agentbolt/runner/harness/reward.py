@@ -21,7 +21,9 @@ from pathlib import Path
 
 import orjson
 
-__all__ = ["Reward", "RewardFormatError", "last_line", "parse_reward", "read_reward_file"]
+from agentbolt.runner.harness.untrusted import LeftFileError, read_left
+
+__all__ = ["REWARD_FILE_LIMIT", "Reward", "RewardFormatError", "last_line", "parse_reward", "read_reward_file"]
 
 
 class RewardFormatError(ValueError):
@@ -70,11 +72,24 @@ def parse_reward(text: str, *, source: str) -> Reward:
     raise RewardFormatError(f"{source} holds {_preview(stripped)}, which is not a reward: write {_FORMS}")
 
 
+REWARD_FILE_LIMIT = 65536
+"""Bytes a reward file may hold (a number or a small JSON object)."""
+
+
 def read_reward_file(path: Path) -> Reward | None:
-    """The reward the program wrote to ``path``, or ``None`` if it wrote none."""
-    if not path.exists():
+    """The reward the program wrote to ``path``, or ``None`` if it wrote none.
+
+    Read with :func:`~agentbolt.runner.harness.untrusted.read_left` (the program chose
+    what lies there): a link, a FIFO or a device there, or more than
+    :data:`REWARD_FILE_LIMIT` bytes, is a :class:`RewardFormatError` naming what it is,
+    never read."""
+    try:
+        data = read_left(path.parent, path.name, limit=REWARD_FILE_LIMIT)
+    except LeftFileError as exc:
+        raise RewardFormatError(f"reward file: {exc}") from None
+    if data is None:
         return None
-    return parse_reward(path.read_text(encoding="utf-8", errors="replace"), source=f"reward file {path}")
+    return parse_reward(data.decode("utf-8", errors="replace"), source=f"reward file {path}")
 
 
 def last_line(text: str) -> str:

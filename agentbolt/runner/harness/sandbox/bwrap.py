@@ -7,7 +7,16 @@ and private; ``/run/agentbolt`` the gateway socket
 (read-only) and ``out/`` (the reward file). Everything else of the host, its home
 directories, other rollouts' workspaces, the store's files, its unix sockets and the
 evaluator, is absent. Namespaces: user, pid, network (loopback only), ipc, uts, cgroup;
-no capabilities (not even for root).
+no capabilities (not even for root); no further user namespaces (bubblewrap >= 0.8).
+
+The kernel's interfaces: ``/proc`` is the sandbox's own, with the host-wide knobs
+read-only (``/proc/sys``, ``/proc/sysrq-trigger``, ``/proc/irq``, ``/proc/bus``,
+``/proc/fs``: bubblewrap 0.8 covers only some of them, and a root controller's program
+is uid 0 there, for which the kernel checks no capability on most of ``/proc/sys``)
+and the files that reveal the kernel or the controller masked (:data:`PROC_MASKED`,
+as Docker masks them); ``/sys`` is absent; ``/dev`` is bubblewrap's minimal one
+(``null``, ``zero``, ``full``, ``random``, ``urandom``, ``tty``, a private ``pts``),
+read-only.
 """
 
 from __future__ import annotations
@@ -23,7 +32,25 @@ from pathlib import Path
 from agentbolt.runner.harness.errors import HarnessConfigError
 from agentbolt.runner.harness.sandbox.config import SYSTEM_PATHS
 
-__all__ = ["INNER", "SandboxUnavailableError", "View", "bwrap_argv", "check_bwrap"]
+__all__ = [
+    "INNER", "PROC_MASKED", "PROC_READ_ONLY", "SYSTEM_SECRETS", "SandboxUnavailableError", "View", "bwrap_argv",
+    "bwrap_version", "check_bwrap",
+]
+
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+"""Parts of ``/proc`` that set host-wide state: mounted read-only inside."""
+PROC_MASKED = (
+    "kcore", "keys", "key-users", "kallsyms", "kmsg", "timer_list", "timer_stats", "sched_debug", "latency_stats",
+    "kpagecount", "kpageflags", "kpagecgroup", "acpi", "asound", "scsi",
+)
+"""Parts of ``/proc`` that show the kernel's memory, its keys or the host's hardware:
+blanked (files) or emptied (directories) inside."""
+SYSTEM_SECRETS = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd", "/etc/ssh",
+    "/etc/ssl/private", "/etc/sudoers", "/etc/sudoers.d",
+)
+"""Files of the visible system directories that hold the host's credentials (readable
+by uid 0, which a root controller's program is): blanked inside."""
 
 INNER = Path(__file__).with_name("inner.py")
 INNER_AT = "/.agentbolt/init.py"
@@ -69,15 +96,17 @@ def _under_system(path: Path) -> bool:
     return any(real == p or real.startswith(p + "/") for p in map(os.path.realpath, SYSTEM_PATHS))
 
 
-def bwrap_argv(bwrap: str, view: View, inner_argv: Sequence[str]) -> list[str]:
-    """``bwrap ... -- inner_argv`` for ``view``."""
+def bwrap_argv(bwrap: str, view: View, inner_argv: Sequence[str], *, seccomp_fd: int | None = None) -> list[str]:
+    """``bwrap ... -- inner_argv`` for ``view``; ``seccomp_fd`` the system-call filter
+    (:mod:`~agentbolt.runner.harness.sandbox.seccomp`), which the executor must pass."""
     args = [
         # no capabilities, even for root: nothing to remount, unmount or reconfigure inside;
         # the init is pid 1, so every orphan is its to reap, and its end ends them all
-        bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
+        bwrap, *_namespaces(bwrap), "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
         "--hostname", "sandbox",
         *_system_mounts(),
-        "--proc", "/proc", "--dev", "/dev",
+        *_proc_mounts(),
+        "--dev", "/dev",
         *_sized(view.tmp_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
         *_sized(view.tmp_bytes), "--tmpfs", "/tmp",
     ]
@@ -90,15 +119,55 @@ def bwrap_argv(bwrap: str, view: View, inner_argv: Sequence[str]) -> list[str]:
     args += ["--ro-bind", str(INNER), INNER_AT]
     args += ["--bind", str(view.workspace), WORKSPACE_AT]
     args += ["--ro-bind", str(view.run_dir), RUN_AT, "--bind", str(view.run_dir / "out"), f"{RUN_AT}/out"]
-    for path in view.masked:
+    for path in [*view.masked, *map(Path, SYSTEM_SECRETS)]:
         if not _visible(path, view.read_only):
             continue
         if path.is_dir():
             args += ["--tmpfs", str(path)]
         elif path.exists():
             args += ["--ro-bind", "/dev/null", str(path)]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     args += ["--remount-ro", "/", "--chdir", WORKSPACE_AT, "--", *inner_argv]
     return args
+
+
+def _namespaces(bwrap: str) -> list[str]:
+    """Every namespace; the user namespace even for root (``--unshare-all`` only tries it),
+    and none below it where bubblewrap can forbid them (0.8 and later)."""
+    args = ["--unshare-all", "--unshare-user"]
+    if bwrap_version(bwrap) >= (0, 8):
+        args.append("--disable-userns")
+    return args
+
+
+def _proc_mounts() -> list[str]:
+    """A private ``/proc`` with the host-wide knobs read-only and the revealing files masked."""
+    args = ["--proc", "/proc"]
+    for name in PROC_READ_ONLY:
+        if os.path.exists(f"/proc/{name}"):
+            args += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
+    for name in PROC_MASKED:
+        path = f"/proc/{name}"
+        if os.path.isdir(path):
+            args += ["--tmpfs", path, "--remount-ro", path]
+        elif os.path.exists(path):
+            args += ["--ro-bind", "/dev/null", path]
+    return args
+
+
+_versions: dict[str, tuple[int, ...]] = {}
+
+
+def bwrap_version(bwrap: str) -> tuple[int, ...]:
+    """bubblewrap's version (``(0, 8, 0)``); ``(0,)`` when it does not say."""
+    if bwrap not in _versions:
+        try:
+            out = subprocess.run([bwrap, "--version"], capture_output=True, timeout=10, check=False).stdout.decode()
+            _versions[bwrap] = tuple(int(p) for p in out.split()[-1].split(".") if p.isdigit())
+        except (OSError, subprocess.TimeoutExpired, IndexError, ValueError):
+            _versions[bwrap] = (0,)
+    return _versions[bwrap]
 
 
 def _sized(size: int | None) -> list[str]:
@@ -133,7 +202,7 @@ def check_bwrap(bwrap: str) -> str:
             "or run the programs unsandboxed with Harness(..., sandbox=False) if you trust them"
         )
     if found not in _checked:
-        args = [found, "--unshare-all", "--die-with-parent", *_system_mounts(), "--proc", "/proc", "--dev", "/dev",
+        args = [found, *_namespaces(found), "--die-with-parent", *_system_mounts(), *_proc_mounts(), "--dev", "/dev",
                 "--remount-ro", "/", "--", "true"]
         try:
             done = subprocess.run(args, capture_output=True, timeout=30, check=False)

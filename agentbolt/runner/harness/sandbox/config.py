@@ -22,8 +22,9 @@ class Limits(BaseModel):
     ``processes`` the processes alive
     at once (the program's whole tree); ``cpu_seconds`` each process's CPU time;
     ``file_mb`` the size of any file it writes; ``output_mb`` the stdout kept for the
-    evaluator; ``tmp_mb`` the size of ``/tmp`` and of ``/dev/shm`` (each in memory). The
-    wall time is the harness's ``timeout``."""
+    evaluator; ``tmp_mb`` the size of ``/tmp`` and of ``/dev/shm`` (each in memory);
+    ``connections``, ``request_head_s`` and ``upload_idle_s`` what it may hold of the
+    controller (the gateway relay). The wall time is the harness's ``timeout``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -34,6 +35,13 @@ class Limits(BaseModel):
     output_mb: float = Field(1.0, gt=0)
     tmp_mb: int | None = Field(512, ge=1)
     open_files: int | None = Field(1024, ge=16)
+    connections: int = Field(16, ge=1, le=1024)
+    """Gateway requests in flight at once (each holds a connection and two descriptors
+    of the controller, two threads of the sandbox's relay); more are answered 503."""
+    request_head_s: float = Field(30.0, gt=0)
+    """Seconds a request may take to send its head (method, path, headers); then 408."""
+    upload_idle_s: float = Field(60.0, gt=0)
+    """Seconds a request's body may pause; then the request is dropped."""
 
 
 class Sandbox(BaseModel):

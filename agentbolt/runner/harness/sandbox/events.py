@@ -1,4 +1,6 @@
-"""Sandbox events: what the sandbox blocked during one run, and how it is recorded.
+"""Sandbox events: what the sandbox refused during one run, and how it is recorded. An
+event always means that something was refused — a connection, a write, an allocation, a
+process, time — never that a program came close to a limit.
 
 Every event is one ``agentbolt.sandbox`` span on the attempt (kind, detail, count; see
 :mod:`agentbolt.semconv`), the same list lies under ``metadata["sandbox"]`` of the
@@ -13,7 +15,9 @@ Where they come from:
 * the gateway relay — ``network.denied`` (an HTTP request for anything but the
   attempt's own model calls and reward);
 * the sandbox's init — ``limit.processes``, ``limit.wall_time``, ``limit.cpu``,
-  ``limit.file_size``, ``limit.memory`` (a process's peak size reached the limit);
+  ``limit.file_size``, ``limit.connections`` (connections the relay closed);
+* the controller's side of the relay — ``limit.connections`` (requests past the limit at
+  once), ``limit.request_time`` (a request head too slow);
 * the controller — ``limit.output`` (stdout past ``output_mb``);
 * the program's own error messages — ``path.denied`` (a write to the read-only system,
   or a hidden path it looked for), ``limit.memory`` (an allocation refused) and
@@ -42,9 +46,12 @@ class SandboxEvent:
         return {"kind": self.kind, "detail": self.detail, "count": self.count}
 
 
-def events_from_report(report: dict[str, Any], memory_bytes: int | None) -> list[SandboxEvent]:
+def events_from_report(report: dict[str, Any]) -> list[SandboxEvent]:
     """Events the sandbox's init reported (limits) and read from the kernel (network)."""
     events = [SandboxEvent(str(e["kind"]), str(e["detail"])) for e in report.get("events", [])]
+    if report.get("relay_refused"):
+        events.append(SandboxEvent("limit.connections", "connections to the gateway past the limit at once were "
+                                                        "closed by the relay", int(report["relay_refused"])))
     net = report.get("network") or {}
     if net.get("unroutable"):
         events.append(SandboxEvent(
@@ -59,11 +66,8 @@ def events_from_report(report: dict[str, Any], memory_bytes: int | None) -> list
             "connections to local ports other than the gateway's were refused (store, dashboard, databases)",
             refused,
         ))
-    if memory_bytes and not any(e.kind == "limit.memory" for e in events):
-        peak = max(int(report.get("peak_data_bytes", 0)), int(report.get("max_rss_bytes", 0)))
-        if peak >= 0.9 * memory_bytes:
-            events.append(SandboxEvent("limit.memory", f"a process grew to {peak >> 20} MiB (limit "
-                                                       f"{memory_bytes >> 20} MiB)"))
+    # a process near the memory limit is no event: nothing was refused (runtimes reserve
+    # most of what they may); the peak is a fact of the run (harness.peak_memory_mb)
     return events
 
 

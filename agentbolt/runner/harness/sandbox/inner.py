@@ -42,9 +42,11 @@ def main() -> int:
         return 2
     limits = {k: float(v) for k, v in (p.split("=") for p in raw_limits.split(",") if p)}
     report = {"events": [], "relayed": 0}
+    _deaf()
     _private()
+    slots = _Slots(int(limits.get("connections", 16)))
     for family, host in ((_socket.AF_INET, "127.0.0.1"), (_socket.AF_INET6, "::1")):  # "localhost" too
-        _thread.start_new_thread(_relay, (family, host, int(port), sock_path, report))
+        _thread.start_new_thread(_relay, (family, host, int(port), sock_path, report, slots))
     started = time.monotonic()
     try:
         pid = _spawn(argv, limits)
@@ -52,12 +54,34 @@ def main() -> int:
         sys.stderr.write(f"agentbolt sandbox: could not start {argv[0]!r}: {exc}\n")
         report["start_error"] = str(exc)
         return _finish(report, 127, int(report_fd))
+    _started(int(report_fd))
     code = _supervise(pid, limits, started, report)
     _kill_rest()
     _reap_rest(report, limits)
     report["network"] = _network_counters()
     report["duration_s"] = round(time.monotonic() - started, 3)
     return _finish(report, code, int(report_fd))
+
+
+def _deaf() -> None:
+    """No signal from inside the sandbox reaches this process: the kernel delivers to a
+    namespace's init only the signals it has a handler for, and Python installs one for
+    SIGINT (KeyboardInterrupt would end the init, and the report with it)."""
+    for sig in range(1, _signal.NSIG):
+        try:
+            if _signal.getsignal(sig) not in (_signal.SIG_DFL, _signal.SIG_IGN, None):
+                _signal.signal(sig, _signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError):
+            continue
+
+
+def _started(fd: int) -> None:
+    """The first line of the report: the program runs. A report that ends here (the
+    init itself was ended) is the run's end all the same, never a sandbox that did not start."""
+    try:
+        os.write(fd, b'{"started":true}\n')
+    except OSError:
+        pass
 
 
 def _private() -> None:
@@ -76,6 +100,8 @@ def _spawn(argv: list, limits: dict) -> int:
         try:
             os.close(err_r)
             os.setsid()
+            for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):  # Python ignores them; the program must not
+                _signal.signal(sig, _signal.SIG_DFL)
             _apply_limits(limits)
             os.closerange(3, err_w)
             os.closerange(err_w + 1, 65536)
@@ -227,7 +253,28 @@ def _network_counters() -> dict:
     }
 
 
-def _relay(family: int, host: str, port: int, path: str, report: dict) -> None:
+class _Slots:
+    """Connections relayed at once (two threads each): at most ``size``; past it a
+    connection is closed as soon as it is accepted (and counted)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.used = 0
+        self.lock = _thread.allocate_lock()
+
+    def take(self) -> bool:
+        with self.lock:
+            if self.used >= self.size:
+                return False
+            self.used += 1
+            return True
+
+    def give(self) -> None:
+        with self.lock:
+            self.used -= 1
+
+
+def _relay(family: int, host: str, port: int, path: str, report: dict, slots: _Slots) -> None:
     """host:port inside -> the gateway's unix socket (served by the controller)."""
     server = _socket.socket(family, _socket.SOCK_STREAM)
     try:
@@ -238,26 +285,39 @@ def _relay(family: int, host: str, port: int, path: str, report: dict) -> None:
         server.close()
         return
     while True:
-        fd, _ = server._accept()  # type: ignore[attr-defined]  # _socket's C accept, not in typeshed: no socket module here
+        try:
+            fd, _ = server._accept()  # type: ignore[attr-defined]  # _socket's C accept, not in typeshed: no socket module here
+        except OSError:  # out of descriptors for a moment: the program's doing; keep serving
+            time.sleep(0.05)
+            continue
+        client = _socket.socket(fileno=fd)
+        if not slots.take():
+            report["relay_refused"] = report.get("relay_refused", 0) + 1
+            client.close()
+            continue
         report["relayed"] += 1
-        _thread.start_new_thread(_serve, (_socket.socket(fileno=fd), path))
+        try:
+            _thread.start_new_thread(_serve, (client, path, slots))
+        except RuntimeError:  # no thread to be had
+            slots.give()
+            client.close()
 
 
-def _serve(client, path: str) -> None:
+def _serve(client, path: str, slots: _Slots) -> None:
     upstream = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         upstream.connect(path)
-    except OSError:
+        done = _thread.allocate_lock()
+        done.acquire()
+        _thread.start_new_thread(_pump, (upstream, client, done))
+        _pump(client, upstream, None)
+        done.acquire()
+    except (OSError, RuntimeError):
+        pass
+    finally:
         client.close()
         upstream.close()
-        return
-    done = _thread.allocate_lock()
-    done.acquire()
-    _thread.start_new_thread(_pump, (upstream, client, done))
-    _pump(client, upstream, None)
-    done.acquire()
-    client.close()
-    upstream.close()
+        slots.give()
 
 
 def _pump(src, dst, done) -> None:

@@ -8,6 +8,12 @@ sandbox, each request's target is checked: the attempt's gateway routes
 path (the store's API, the dashboard, another rollout's reward) gets ``403`` and is
 recorded as a ``network.denied`` sandbox event. ``Connection: close`` is forced, so every
 request is seen here.
+
+What one attempt may hold of the controller is bounded here, whatever the program does
+(it can reach this socket directly, not only through the relay): ``max_connections``
+requests in flight (more are answered ``503`` at once and counted as ``limit.connections``;
+each holds two descriptors), ``head_timeout`` seconds to send a request's head (then
+``408``), ``upload_idle_s`` seconds of silence in a body. The session's end cancels all.
 """
 
 from __future__ import annotations
@@ -43,6 +49,10 @@ class GatewayProxy:
         allowed_prefixes: list[str],
         allowed_exact: list[str],
         on_denied: Callable[[str, str], None],
+        max_connections: int = 16,
+        head_timeout: float = 30.0,
+        upload_idle_s: float = 60.0,
+        on_limited: Callable[[str], None] | None = None,
     ) -> None:
         parts = urlsplit(server_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -55,6 +65,11 @@ class GatewayProxy:
         self.prefixes = [unquote(p) for p in allowed_prefixes]
         self.exact = {unquote(p) for p in allowed_exact}
         self.on_denied = on_denied
+        self.max_connections = max_connections
+        self.head_timeout = head_timeout
+        self.upload_idle_s = upload_idle_s
+        self.on_limited = on_limited or (lambda _kind: None)
+        self.active = 0
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -77,29 +92,45 @@ class GatewayProxy:
         path = unquote(target.split("?", 1)[0].split("#", 1)[0])
         if any(segment in ("..", ".") for segment in path.split("/")) or "//" in path:
             return False
-        return path in self.exact or any(path.startswith(p) for p in self.prefixes)
+        # the attempt's own base (".../attempt/{id}", no slash after it) is its too
+        return path in self.exact or any(path.startswith(p) or path + "/" == p for p in self.prefixes)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.active >= self.max_connections:
+            self.on_limited("limit.connections")
+            with contextlib.suppress(OSError, asyncio.TimeoutError):
+                await asyncio.wait_for(_refuse(writer, 503, f"agentbolt sandbox: more than {self.max_connections} "
+                                                            "gateway requests at once; wait for one to finish"), 5)
+            writer.close()
+            return
+        self.active += 1
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
         try:
             await self._forward(reader, writer)
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, TimeoutError):
             pass
         finally:
+            self.active -= 1
             if task is not None:
                 self._tasks.discard(task)
             writer.close()
 
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.head_timeout)
+        except TimeoutError:
+            self.on_limited("limit.request_time")
+            await _refuse(writer, 408, f"agentbolt sandbox: a request's head took longer than {self.head_timeout:g} s")
+            return
         request_line, _, rest = head.partition(b"\r\n")
         parts = request_line.decode("latin-1").split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
             await _refuse(writer, 400, "the sandbox's gateway relay speaks HTTP/1.x only")
             return
         method, target, version = parts
+        target = _origin_form(target)
         if not self.allows(target):
             self.on_denied(method, target[:300])
             await _refuse(
@@ -122,19 +153,31 @@ class GatewayProxy:
         try:
             up_writer.write(out)
             await up_writer.drain()
-            upload = asyncio.ensure_future(_pump(reader, up_writer, close=False))
+            upload = asyncio.ensure_future(_pump(reader, up_writer, close=False, idle=self.upload_idle_s))
             await _pump(up_reader, writer, close=True)
             upload.cancel()
         finally:
             up_writer.close()
 
 
-async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, *, close: bool) -> None:
+def _origin_form(target: str) -> str:
+    """``http://127.0.0.1:port/path?q`` (the absolute form some clients send) as ``/path?q``;
+    the host is the relay's whatever it names: the request leaves only for this server."""
+    if target.startswith(("http://", "https://")):
+        rest = target.split("://", 1)[1]
+        slash = rest.find("/")
+        return rest[slash:] if slash >= 0 else "/"
+    return target
+
+
+async def _pump(
+    src: asyncio.StreamReader, dst: asyncio.StreamWriter, *, close: bool, idle: float | None = None
+) -> None:
     try:
-        while chunk := await src.read(65536):
+        while chunk := await asyncio.wait_for(src.read(65536), idle):
             dst.write(chunk)
             await dst.drain()
-    except (OSError, asyncio.CancelledError):
+    except (OSError, asyncio.CancelledError, TimeoutError):
         if not close:
             return
     if close:
@@ -144,7 +187,8 @@ async def _pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, *, close: 
 
 async def _refuse(writer: asyncio.StreamWriter, status: int, message: str) -> None:
     body = orjson.dumps({"error": {"message": message, "type": "sandbox_denied", "code": status}})
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    reason = {400: "Bad Request", 403: "Forbidden", 408: "Request Timeout", 502: "Bad Gateway",
+              503: "Service Unavailable"}[status]
     writer.write(
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         "Connection: close\r\n\r\n".encode() + body

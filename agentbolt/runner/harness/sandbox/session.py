@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -47,11 +48,15 @@ from agentbolt.runner.harness.sandbox.events import (
     merge,
 )
 from agentbolt.runner.harness.sandbox.proxy import GatewayProxy
+from agentbolt.runner.harness.sandbox.seccomp import filter_fd
+from agentbolt.runner.harness.sandbox.seccomp import supported as seccomp_supported
 from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns
+from agentbolt.runner.harness.untrusted import Defused, defuse_tree
 
 __all__ = ["SandboxSession"]
 
 _DROPPED_ENV = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "PYTHONPATH")
+_SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 _BACKSTOP_S = 15.0
 """Seconds past the program's wall time before the controller kills the sandbox itself."""
 
@@ -104,6 +109,10 @@ class SandboxSession:
             allowed_prefixes=[f"{base}/rollout/{rid}/attempt/{aid}/"],
             allowed_exact=[f"{base}/v1/rollouts/{rid}/attempts/{aid}/reward"],
             on_denied=self._denied,
+            max_connections=self.config.limits.connections,
+            head_timeout=self.config.limits.request_head_s,
+            upload_idle_s=self.config.limits.upload_idle_s,
+            on_limited=self._limited,
         )
         await self._proxy.__aenter__()
         return self
@@ -115,6 +124,14 @@ class SandboxSession:
     def _denied(self, method: str, target: str) -> None:
         self.denied.append(SandboxEvent("network.denied", f"{method} {target}"))
 
+    def _limited(self, kind: str) -> None:
+        limits = self.config.limits
+        detail = {
+            "limit.connections": f"gateway requests past {limits.connections} at once were answered 503",
+            "limit.request_time": f"a gateway request's head took longer than {limits.request_head_s:g} s (408)",
+        }[kind]
+        self.denied.append(SandboxEvent(kind, detail))
+
     # ------------------------------------------------------------------ paths
     @property
     def reward_file(self) -> Path:
@@ -124,9 +141,15 @@ class SandboxSession:
     program_reward_file = f"{RUN_AT}/out/reward"
     program_workspace = WORKSPACE_AT
 
-    def program_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """``env`` as the program gets it inside: no proxies, a home in ``/tmp``."""
+    def program_env(self, env: Mapping[str, str], command_dirs: Sequence[Path] = ()) -> dict[str, str]:
+        """``env`` as the program gets it inside: no proxies, a home in ``/tmp``; a
+        ``PATH`` (where ``env`` has none: the command's own directory, this Python's,
+        the system's) and ``LANG``."""
         inner = {k: v for k, v in env.items() if k not in _DROPPED_ENV}
+        if "PATH" not in inner:
+            dirs = [*map(str, command_dirs), os.path.dirname(sys.executable), *_SYSTEM_PATH]
+            inner["PATH"] = ":".join(dict.fromkeys(dirs))
+        inner.setdefault("LANG", "C.UTF-8")
         inner.update(HOME="/tmp", TMPDIR="/tmp", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
                      AGENTBOLT_WORKSPACE=WORKSPACE_AT)
         return inner
@@ -149,6 +172,7 @@ class SandboxSession:
         view = View(read_only=read_only, masked=masked, workspace=self.workspace, run_dir=self.run_dir,
                     tmp_bytes=limits.tmp_mb << 20 if limits.tmp_mb else None)
         read_fd, write_fd = os.pipe()
+        seccomp = filter_fd() if seccomp_supported() else None
         limit_values = {
             "wall": spec.timeout,
             "memory": limits.memory_mb << 20 if limits.memory_mb else None,
@@ -156,6 +180,7 @@ class SandboxSession:
             "cpu": limits.cpu_seconds,
             "file": limits.file_mb << 20 if limits.file_mb else None,
             "nofile": limits.open_files,
+            "connections": limits.connections,
         }
         inner_args = [
             str(self.inner_port), f"{RUN_AT}/gateway.sock", str(write_fd),
@@ -163,14 +188,14 @@ class SandboxSession:
         ]
         python = os.path.realpath(sys.executable)
         wrapped = ProcessSpec(
-            argv=bwrap_argv(self.bwrap, view, [python, "-I", "-S", "-B", INNER_AT, *inner_args]),
-            env=self.program_env(spec.env),
+            argv=bwrap_argv(self.bwrap, view, [python, "-I", "-S", "-B", INNER_AT, *inner_args], seccomp_fd=seccomp),
+            env=self.program_env(spec.env, _command_dirs(spec.argv[0])),
             cwd=None,
             timeout=(spec.timeout + _BACKSTOP_S) if spec.timeout is not None else None,
             stdin=spec.stdin,
             stderr_tail_bytes=spec.stderr_tail_bytes,
             kill_grace=spec.kill_grace,
-            pass_fds=(write_fd,),
+            pass_fds=(write_fd,) if seccomp is None else (write_fd, seccomp),
             output_limit=int(limits.output_mb * 1_000_000),
         )
         started = time.monotonic()
@@ -178,6 +203,8 @@ class SandboxSession:
             result = await executor.run(wrapped)
         finally:
             os.close(write_fd)
+            if seccomp is not None:
+                os.close(seccomp)
             report = _read_report(read_fd)
         self.startup_s = max(0.0, result.duration - float(report.get("duration_s", result.duration)))
         if "start_error" in report:
@@ -185,6 +212,10 @@ class SandboxSession:
                 f"could not start {argv[0]!r} in the sandbox: {report['start_error']}; a program outside the system "
                 "directories must be visible there: add its directory to Sandbox(read_only=[...])"
             )
+        if report.get("started") and "exit_code" not in report:
+            # the init ended before the program did: only the program can have done that
+            # (or the kernel, for it); its run ends there, judged like any other
+            report = {**report, "exit_code": 128 + signal.SIGKILL, "init_lost": True}
         if not report:  # the sandbox itself failed (or was killed from outside)
             if result.timed_out:
                 return result, [SandboxEvent("limit.wall_time", f"the sandbox ran past {wrapped.timeout} s and was "
@@ -193,13 +224,23 @@ class SandboxSession:
                 f"the sandbox did not start (bubblewrap exited with {result.exit_code}): "
                 f"{result.stderr_tail.strip()[-800:]}"
             )
-        events = self._events(report, result)
-        result = _as_program_result(result, report, events, time.monotonic() - started)
+        # the program and all it started have ended: make what it left safe for the evaluator
+        defused = await asyncio.to_thread(defuse_tree, self.workspace, seen_at=WORKSPACE_AT)
+        events = self._events(report, result, defused)
+        result = _as_program_result(result, report, time.monotonic() - started)
         return result, events
 
-    def _events(self, report: dict[str, Any], result: ProcessResult) -> list[SandboxEvent]:
-        memory = self.config.limits.memory_mb << 20 if self.config.limits.memory_mb else None
-        events = [*self.denied, *events_from_report(report, memory)]
+    def _events(self, report: dict[str, Any], result: ProcessResult, defused: Defused) -> list[SandboxEvent]:
+        events = [*self.denied, *events_from_report(report)]
+        if defused.removed_links:
+            events.append(SandboxEvent("path.denied", "links leading out of the workspace were removed before the "
+                                                      f"evaluation: {', '.join(defused.removed_links[:5])}",
+                                       len(defused.removed_links)))
+        if defused.removed_special:
+            special = ", ".join(defused.removed_special[:5])
+            events.append(SandboxEvent("path.denied", "FIFOs, sockets or devices left in the workspace were removed "
+                                                      f"before the evaluation: {special}",
+                                       len(defused.removed_special)))
         names = [*self.hidden, *self.left_out, *(p.name for p in self.config.mask)]
         events += events_from_output(result.stderr_tail, [n for n in names if len(n) > 2 or n == ".git"])
         limit = int(self.config.limits.output_mb * 1_000_000)
@@ -231,31 +272,46 @@ def _absolute_argv(argv: Sequence[str], cwd: str | None, *, executable: bool = T
     return out, files
 
 
+def _command_dirs(command: str) -> list[Path]:
+    """Where this process finds ``command`` (a bare name): first on the program's PATH."""
+    found = shutil.which(command) if "/" not in command else None
+    return [Path(found).parent] if found else []
+
+
+_REPORT_LIMIT = 1 << 20
+
+
 def _read_report(fd: int) -> dict[str, Any]:
+    """The init's report: ``{"started": true}`` once the program runs, then (one line
+    later) the full report; what parses of it, bounded."""
     chunks = []
+    size = 0
     with contextlib.suppress(OSError):
         os.set_blocking(fd, False)
-        while chunk := os.read(fd, 65536):
+        while size < _REPORT_LIMIT and (chunk := os.read(fd, 65536)):
             chunks.append(chunk)
+            size += len(chunk)
     os.close(fd)
-    try:
-        return dict(orjson.loads(b"".join(chunks))) if chunks else {}
-    except orjson.JSONDecodeError:
-        return {}
+    report: dict[str, Any] = {}
+    for line in b"".join(chunks).splitlines():
+        with contextlib.suppress(orjson.JSONDecodeError, TypeError, ValueError):
+            report.update(dict(orjson.loads(line)))
+    return report
 
 
 def _as_program_result(
-    result: ProcessResult, report: dict[str, Any], events: list[SandboxEvent], duration: float
+    result: ProcessResult, report: dict[str, Any], duration: float
 ) -> ProcessResult:
-    """The program's own outcome: a limit the sandbox enforced (reported as an event) is
-    an ordinary exit (the evaluator still judges the workspace); another signal stays a
-    signal; running out of wall time is a timeout."""
+    """The program's own outcome: it ended by a signal — a limit the sandbox enforced, one
+    it sent itself or its processes, or the end of the sandbox's init it caused — is an
+    ordinary exit (``128 + signal``: the evaluator still judges the workspace; without
+    one it is the program's failure). No signal from inside the sandbox is
+    infrastructure, so none is retried. Running out of wall time is a timeout."""
     code = int(report.get("exit_code", result.exit_code if result.exit_code is not None else -1))
     timed_out = bool(report.get("timed_out")) or result.timed_out
-    limited = any(e.kind.startswith("limit.") and e.kind != "limit.wall_time" for e in events)
-    if code >= 128 and not limited and not timed_out:
-        code = -(code - 128)
     extra = {**result.extra, "sandbox_report": report}
+    if code >= 128 and not timed_out:
+        extra["signal"] = code - 128
     return ProcessResult(
         exit_code=code, stdout=result.stdout, stderr_tail=result.stderr_tail, timed_out=timed_out,
         duration=duration, extra=extra,
