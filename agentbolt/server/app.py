@@ -90,10 +90,7 @@ class BodySizeLimitMiddleware:
                     return
                 if declared > limit:
                     err = BodyTooLargeError(limit, setting)
-                    response = error_response(
-                        413, "payload_too_large", str(err.detail), headers={"connection": "close"}
-                    )
-                    await response(scope, receive, send)
+                    await _refuse_and_drain(str(err.detail), receive, send)
                     return
                 break
         received = 0
@@ -119,8 +116,33 @@ class BodySizeLimitMiddleware:
         except BodyTooLargeError as err:
             if started:
                 raise
-            response = error_response(413, "payload_too_large", str(err.detail), headers={"connection": "close"})
-            await response(scope, receive, send)
+            await _refuse_and_drain(str(err.detail), receive, send)
+
+
+_DRAIN_BYTES = 64 << 20
+_DRAIN_SECONDS = 10.0
+
+
+async def _refuse_and_drain(message: str, receive: Receive, send: Send) -> None:
+    """Send the 413, then read (and drop) what the client is still sending, up to
+    :data:`_DRAIN_BYTES` or :data:`_DRAIN_SECONDS`, before the response ends and the
+    connection closes: a client that sent its whole body at once gets the 413 to read
+    instead of a reset (closing with unread data makes the kernel send RST, which drops
+    the response before the client reads it). Past the bound the connection closes."""
+    response = error_response(413, "payload_too_large", message, headers={"connection": "close"})
+    await send({"type": "http.response.start", "status": response.status_code, "headers": response.raw_headers})
+    await send({"type": "http.response.body", "body": response.body, "more_body": True})
+    drained = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            while drained < _DRAIN_BYTES:
+                event = await receive()
+                if event["type"] != "http.request":
+                    break
+                drained += len(event.get("body", b""))
+                if not event.get("more_body", False):
+                    break
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 _CONVERTOR = re.compile(r"\{(\w+):\w+\}")

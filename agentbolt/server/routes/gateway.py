@@ -53,6 +53,7 @@ from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.gateway import CallKind, Gateway, GatewayPausedError
 from agentbolt.gateway.messages import anthropic_model, anthropic_models, count_tokens, create_message, error_body
 from agentbolt.gateway.origin import origin_of
+from agentbolt.gateway.request_check import MalformedRequestError, check_request
 from agentbolt.gateway.responses import create_response, delete_response, retrieve_response
 from agentbolt.gateway.weight_update import WeightUpdate
 from agentbolt.server.auth import principal_of
@@ -74,9 +75,10 @@ def gateway_of(request: Request) -> Gateway:
 
 
 def _openai_error(
-    status: int, message: str, type_: str, code: Any = None, headers: dict[str, str] | None = None
+    status: int, message: str, type_: str, code: Any = None, headers: dict[str, str] | None = None,
+    param: str | None = None,
 ) -> Response:
-    body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
+    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
     return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
@@ -136,6 +138,11 @@ async def _proxy(request: Request, kind: CallKind | Literal["responses"], rollou
     if not isinstance(body, dict):
         return _openai_error(400, "the request body must be a JSON object", "invalid_request_error")
     origin, body = origin_of(request.headers, body)
+    if kind != "responses":  # (the Responses translation checks its own body)
+        try:
+            check_request(kind, body)
+        except MalformedRequestError as exc:  # the caller's, before any engine sees it
+            return _openai_error(400, str(exc), "invalid_request_error", param=exc.param)
     try:
         if kind == "responses":  # translated to a chat call (agentbolt.gateway.responses)
             answer = await create_response(gateway, body, rid, aid, origin)
