@@ -330,6 +330,7 @@ class Harness(LitAgent):
             outputs=(executor.program_reward_file,),
             evaluator=evaluator,
             evaluator_files={executor.program_tests: tests} if evaluator is not None and tests else {},
+            task=task,
         )
         try:
             result = await executor.run(spec)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from agentbolt.runner.harness.events import SandboxEvent
 from agentbolt.runner.harness.routes import GatewayRoutes
@@ -70,6 +70,9 @@ class ProcessSpec:
     evaluator_files: Mapping[str, Path] = field(default_factory=dict)
     """Host paths (files or directories, e.g. the tests) copied in for the evaluator only,
     after the program ended, by absolute path in the program's world: never visible to it."""
+    task: Any = None
+    """The rollout's input, for executors that choose where to run from it (a task's own
+    image, a Job template); the program itself learns it from ``env``."""
     # ---- what comes out besides stdout and the exit code
     outputs: tuple[str, ...] = ()
     """Files read back after the run (relative to the workspace, or absolute in the
