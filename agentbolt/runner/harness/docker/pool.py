@@ -63,9 +63,7 @@ class WarmPool:
         return slot
 
     async def close(self) -> None:
-        self.closed = True
-        for task in list(self._tasks):
-            task.cancel()
+        self.closed = True  # containers still starting are removed as soon as they are up
         with contextlib.suppress(Exception):
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
         slots, self.ready = self.ready, []
