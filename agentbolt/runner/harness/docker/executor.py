@@ -186,9 +186,9 @@ class DockerExecutor(IsolatedExecutor):
                 os.chmod(slot.sock_dir / "gateway.sock", 0o666)  # the container's user connects
             await asyncio.to_thread(self._write_launch, slot, spec)
             if slot.container is None:
-                await asyncio.to_thread(
+                container = await asyncio.to_thread(
                     create_container, state.client, tag, slot, self.settings, "program", rollout_id, attempt_id)
-                await asyncio.to_thread(slot.container.start)
+                await asyncio.to_thread(container.start)
             else:
                 with contextlib.suppress(Exception):  # names can change, labels cannot: the ids in the name
                     await asyncio.to_thread(slot.container.rename, safe_name("program", attempt_id))

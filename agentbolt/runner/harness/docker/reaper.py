@@ -10,38 +10,15 @@ now belongs to another process), and leaves those of live runners and other host
 from __future__ import annotations
 
 import logging
-import os
-import socket
 from typing import Any
 
 from agentbolt.runner.harness.docker.labels import owned
+from agentbolt.runner.harness.owner import controller_id, is_alive
 
 __all__ = ["CONTROLLER", "controller_id", "reap_orphans"]
 
 log = logging.getLogger("agentbolt.runner.harness.docker")
 CONTROLLER = "agentbolt.controller"
-
-
-def _start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return None
-
-
-def controller_id(pid: int | None = None) -> str:
-    """``host:pid:start-time`` of this (or ``pid``'s) process."""
-    pid = pid or os.getpid()
-    return f"{socket.gethostname()}:{pid}:{_start_time(pid) or '?'}"
-
-
-def _alive(controller: str) -> bool:
-    host, _, rest = controller.partition(":")
-    pid, _, started = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True  # another machine's runner: not ours to judge
-    return _start_time(int(pid)) == started
 
 
 def reap_orphans(client: Any, owner: str) -> list[str]:
@@ -50,7 +27,7 @@ def reap_orphans(client: Any, owner: str) -> list[str]:
 
     removed: list[str] = []
     for container in client.containers.list(all=True, filters=owned(owner)):
-        if _alive(container.labels.get(CONTROLLER, "")):
+        if is_alive(container.labels.get(CONTROLLER, "")):
             continue
         try:
             container.remove(force=True, v=True)
@@ -58,7 +35,7 @@ def reap_orphans(client: Any, owner: str) -> list[str]:
         except docker.errors.NotFound:
             continue
     for image in client.images.list(filters=owned(owner)):
-        if not _alive(image.labels.get(CONTROLLER, "")):
+        if not is_alive(image.labels.get(CONTROLLER, "")):
             try:
                 client.images.remove(image.id, force=True)
                 removed.append(image.short_id)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 
-
 def _engine_reason() -> str | None:
     try:
         import docker

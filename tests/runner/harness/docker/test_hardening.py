@@ -35,7 +35,8 @@ async def test_a_read_only_root_and_a_non_root_user(served: Served, base_image: 
     assert rollout.reward == 0.5  # the reward file, read back through the run directory
     attempt = await served.store.get_attempt(rollout.rollout_id, rollout.latest_attempt_id)
     tail = attempt.metadata["harness"]["harness.stderr_tail"]
-    found = dict(line.split(": ", 1) for line in tail.splitlines() if ": " in line and not line.startswith(("touch", "sh:")))
+    lines = [line for line in tail.splitlines() if ": " in line and not line.startswith(("touch", "sh:"))]
+    found = dict(line.split(": ", 1) for line in lines)
     assert found == {"uid": "65534", "caps": "0000000000000000", "root fs": "read-only", "tmp": "writable",
                      "workspace": "writable", "launch script": "hidden", "report": "safe"}
     assert "path.denied" in await sandbox_events(served, rollout)  # "touch: /usr/x: Read-only file system"
