@@ -1,11 +1,12 @@
 """Every manifest checked against the Kubernetes API schema of the installed client, offline.
 
 The official client's models are generated from the Kubernetes OpenAPI document of its
-release (``kubernetes`` 37.x: ``release-1.37``, see :func:`api_version_of_client`); from
-version 35 on they are pydantic models that forbid unknown fields, require the required
-ones and type every field strictly. :func:`validate` parses a manifest with the model of
-its kind (``V1Job.model_validate``): an unknown field, a wrong type or a missing required
-field is a :class:`ManifestError` naming where.
+release (``kubernetes`` 37.x: ``release-1.37``, see :func:`api_version_of_client`); in
+that client (the ``[k8s]`` extra asks for 37 or later) they are pydantic models that
+forbid unknown fields, require the required ones and type every field strictly.
+:func:`validate` parses a manifest with the model of its kind (``V1Job.model_validate``):
+an unknown field, a wrong type or a missing required field is a :class:`ManifestError`
+naming where.
 """
 
 from __future__ import annotations
