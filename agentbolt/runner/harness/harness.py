@@ -336,7 +336,7 @@ class Harness(LitAgent):
             result = await executor.run(spec)
         except ProgramStartError as exc:
             raise HarnessStartError(f"the program could not start: {exc}") from exc
-        await _record(ctx, result, result.events, None, startup_s=result.startup_s, hidden=left_out)
+        await _record(ctx, result, result.events, None, isolated_run=True, startup_s=result.startup_s, hidden=left_out)
         reward = result.outputs.get(executor.program_reward_file)
         await self._conclude(
             ctx, fields, spec, result, tmp, None,
@@ -509,11 +509,13 @@ async def _record(
     events: list[SandboxEvent],
     box: SandboxSession | None,
     *,
+    isolated_run: bool = False,
     startup_s: float | None = None,
     hidden: list[str] | None = None,
 ) -> None:
-    """``box``: the bubblewrap sandbox it ran in; ``startup_s``/``hidden``: an isolated executor's."""
-    isolated = box is not None or startup_s is not None
+    """``box``: the bubblewrap sandbox it ran in; ``isolated_run``: an isolated executor ran
+    it (``startup_s``, ``hidden``: what it reported and what the workspace copy left out)."""
+    isolated = box is not None or isolated_run
     facts: dict[str, Any] = {
         "harness.exit_code": result.exit_code if result.exit_code is not None else -1,
         "harness.duration_s": round(result.duration, 3),
