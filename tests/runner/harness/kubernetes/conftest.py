@@ -6,11 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-kubernetes = pytest.importorskip("kubernetes", reason="the Kubernetes client is not installed (agentbolt[k8s])")
-pytest.importorskip("jinja2", reason="jinja2 is not installed (agentbolt[k8s])")
-
-from fakes.kubernetes_api import FakeCluster, serve_fake_kubernetes  # noqa: E402
+from fakes.kubernetes_api import FakeCluster, serve_fake_kubernetes
 
 IMAGE = "registry.example/agent:1"
 

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("kubernetes", reason="the Kubernetes client is not installed (pip install 'agentbolt[k8s]')")
+pytest.importorskip("jinja2", reason="jinja2 is not installed (pip install 'agentbolt[k8s]')")
 from fakes.kubernetes_api import FakeCluster
 
 from agentbolt.runner.harness import Harness, ProcessSpec

@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("kubernetes", reason="the Kubernetes client is not installed (pip install 'agentbolt[k8s]')")
+pytest.importorskip("jinja2", reason="jinja2 is not installed (pip install 'agentbolt[k8s]')")
+
 from agentbolt.runner.harness.errors import HarnessConfigError
 from agentbolt.runner.harness.kubernetes import (
     DEFAULT_TEMPLATE,
