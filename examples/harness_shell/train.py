@@ -46,6 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     max_tokens=32)  # the agent asks for --max-tokens; one torch thread: a shared or pinned core
     p.add_argument("--runners", type=int, default=1, help="runner processes")
     p.add_argument("--concurrency", type=int, default=32, help="agents at once per runner process")
+    p.add_argument("--executor", choices=("bubblewrap", "docker"), default="bubblewrap",
+                   help="where agent.sh runs: a bubblewrap sandbox, or a Docker container (DockerExecutor)")
     args = p.parse_args(argv)
     if args.smoke:
         args.steps, args.minutes, args.tasks_per_step, args.group_size = 1, 5.0, 2, 2
@@ -71,10 +73,28 @@ def build_trainer(args: argparse.Namespace, run_dir: Path) -> agentbolt.Trainer:
 
 
 def make_harness(args: argparse.Namespace) -> Harness:
+    if args.executor == "docker":
+        return make_docker_harness(args)
     sandbox = Sandbox(limits=Limits(memory_mb=256, processes=32, cpu_seconds=60, file_mb=16, output_mb=0.1))
     return Harness(
         COMMAND, evaluator=EVALUATOR, env={"AGENT_MAX_TOKENS": str(args.max_tokens)},
         timeout=300, concurrency=args.concurrency, sandbox=sandbox, name="shell-calc",
+    )
+
+
+def make_docker_harness(args: argparse.Namespace) -> Harness:
+    """``agent.sh`` in a container of an image made from this machine's busybox, python3
+    and curl (no registry needed); the workspace is this directory without the grader;
+    ``grade.py`` scores the output here, outside the container."""
+    from agentbolt.runner.harness.docker import ContainerLimits, DockerExecutor, build_host_base_image
+
+    executor = DockerExecutor(build_host_base_image(), owner="harness-shell", limits=ContainerLimits(
+        memory_mb=256, cpus=1.0, processes=32, tmp_mb=64, output_mb=0.1))
+    executor.check_ready()  # before any claim: a missing image is one error, not N failed rollouts
+    workspace = Sandbox(workspace=HERE, hidden=("grade.py", "train.py", "README.md", "__pycache__", "runs"))
+    return Harness(
+        ["sh", "agent.sh", "{question}"], evaluator=EVALUATOR, env={"AGENT_MAX_TOKENS": str(args.max_tokens)},
+        timeout=300, concurrency=args.concurrency, sandbox=workspace, executor=executor, name="shell-calc",
     )
 
 

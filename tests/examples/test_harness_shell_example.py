@@ -34,6 +34,33 @@ def test_smoke_run_trains_the_shell_agent_in_its_sandbox(tmp_path: Path) -> None
     assert (run / "learning_curve.png").stat().st_size > 0
 
 
+def _docker_reason() -> str | None:
+    try:
+        import docker
+
+        docker.from_env(timeout=10).ping()
+    except Exception as exc:  # noqa: BLE001 - no SDK or no engine: the test cannot run here
+        return f"needs the docker SDK and a Docker Engine ({type(exc).__name__}: {exc})"[:200]
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@pytest.mark.skipif(shutil.which("curl") is None or shutil.which("busybox") is None,
+                    reason="the base image is made of this machine's busybox and curl (apt-get install busybox-static curl)")
+def test_smoke_run_trains_the_shell_agent_in_docker_containers(tmp_path: Path) -> None:
+    reason = _docker_reason()
+    if reason:
+        pytest.skip(reason)
+    run = tmp_path / "run"
+    out = subprocess.run([sys.executable, str(EXAMPLE / "train.py"), "--smoke", "--executor", "docker",
+                          "--run-dir", str(run)], check=False, capture_output=True, text=True, timeout=1150)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "smoke check passed" in out.stdout
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 1 and summary["sandbox_events"] == 0
+
+
 def test_the_agent_and_its_grader_work_without_agentbolt() -> None:
     """agent.sh | grade.py is plain Unix; the agent is a shell script, not Python."""
     grade = [sys.executable, str(EXAMPLE / "grade.py"), "--expected", "928"]

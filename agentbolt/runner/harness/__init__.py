@@ -3,8 +3,9 @@ language) by running one per rollout with a rollout-scoped model endpoint.
 
 ``Harness`` is an agent the runner and ``Trainer.fit`` accept like any other; programs
 run as local subprocesses (:class:`LocalExecutor`), each in its own :class:`Sandbox`
-(bubblewrap) unless told otherwise, and another :class:`Executor` (a Kubernetes Job)
-can take its place.
+(bubblewrap) unless told otherwise, or each in its own container or pod through an
+:class:`IsolatedExecutor`: ``agentbolt.runner.harness.docker.DockerExecutor``,
+``agentbolt.runner.harness.kubernetes.KubernetesJobExecutor`` (see ``docs/harness.md``).
 """
 
 from agentbolt.runner.harness.credentials import (
@@ -23,6 +24,7 @@ from agentbolt.runner.harness.errors import (
     ProgramFailedError,
 )
 from agentbolt.runner.harness.harness import Harness, render_command
+from agentbolt.runner.harness.isolated import IsolatedExecutor
 from agentbolt.runner.harness.local import (
     Executor,
     LocalExecutor,
@@ -31,6 +33,7 @@ from agentbolt.runner.harness.local import (
     ProgramStartError,
 )
 from agentbolt.runner.harness.reward import Reward, RewardFormatError, parse_reward
+from agentbolt.runner.harness.routes import GatewayRoutes
 from agentbolt.runner.harness.sandbox import Limits, Sandbox, SandboxUnavailableError
 
 __all__ = [
@@ -38,12 +41,14 @@ __all__ = [
     "EvaluatorError",
     "Executor",
     "GatewayRefusedError",
+    "GatewayRoutes",
     "Harness",
     "HarnessConfigError",
     "HarnessError",
     "HarnessKilledError",
     "HarnessStartError",
     "HarnessTimeoutError",
+    "IsolatedExecutor",
     "Limits",
     "LocalExecutor",
     "ProcessResult",

@@ -29,6 +29,13 @@ Programs run in a sandbox by default (:mod:`agentbolt.runner.harness.sandbox`): 
 workspace, the gateway and nothing else; what it blocks is recorded as
 ``agentbolt.sandbox`` spans. Where it cannot be built the attempt fails with the reason,
 unless ``sandbox=False`` says to run programs unsandboxed.
+
+An :class:`~agentbolt.runner.harness.isolated.IsolatedExecutor` (``DockerExecutor``,
+``KubernetesJobExecutor``) is its own sandbox: the program then runs in its container or
+pod, nothing of it is read from this machine's filesystem but what the executor hands
+back (stdout, the reward file, the workspace), and the evaluator runs either here on the
+copied-back workspace or inside, after the program, with the tests copied in only then
+(``evaluate_in``).
 """
 
 from __future__ import annotations
@@ -42,9 +49,9 @@ import shutil
 import string
 import tempfile
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 import orjson
@@ -67,6 +74,7 @@ from agentbolt.runner.harness.errors import (
     HarnessTimeoutError,
     ProgramFailedError,
 )
+from agentbolt.runner.harness.isolated import IsolatedExecutor
 from agentbolt.runner.harness.local import (
     Executor,
     LocalExecutor,
@@ -81,8 +89,10 @@ from agentbolt.runner.harness.reward import (
     parse_reward,
     read_reward_file,
 )
+from agentbolt.runner.harness.routes import GatewayRoutes
 from agentbolt.runner.harness.sandbox import Sandbox, SandboxSession
 from agentbolt.runner.harness.sandbox.events import SandboxEvent, emit_events
+from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns
 from agentbolt.runner.harness.untrusted import write_new
 from agentbolt.tracing.context import AttemptContext, require_context
 from agentbolt.tracing.emitters import emit_annotation, emit_reward
@@ -126,7 +136,15 @@ class Harness(LitAgent):
       :meth:`task_view`; by default every field but those the evaluator's command names.
     * ``sandbox`` — a :class:`~agentbolt.runner.harness.sandbox.Sandbox` (its workspace,
       hidden paths, read-only paths, limits); ``True`` (default) is ``Sandbox()``;
-      ``False`` runs programs unsandboxed, with this process's rights.
+      ``False`` runs programs unsandboxed, with this process's rights. With an
+      :class:`~agentbolt.runner.harness.isolated.IsolatedExecutor` only its workspace and
+      hidden paths count (the executor has its own limits).
+    * ``evaluate_in`` — with an isolated executor that ``evaluates_inside``: ``"program"``
+      runs the evaluator in the program's environment after it (Harbor's order),
+      ``"host"`` (default) runs it here on the copied-back workspace; a task's field
+      ``evaluate_in`` chooses per task. ``tests`` — a directory the evaluator needs and the
+      program must never see: at ``/tests`` inside, ``$AGENTBOLT_TESTS`` here (a task's
+      field ``tests`` names its own).
     """
 
     def __init__(
@@ -148,6 +166,8 @@ class Harness(LitAgent):
         sandbox: Sandbox | bool = True,
         task_visible: Sequence[str] | None = None,
         task_hidden: Sequence[str] = (),
+        evaluate_in: Literal["host", "program"] = "host",
+        tests: str | os.PathLike[str] | None = None,
     ) -> None:
         if concurrency is not None and concurrency < 1:
             raise ValueError(f"concurrency must be at least 1 (or None for no limit), got {concurrency}")
@@ -169,6 +189,10 @@ class Harness(LitAgent):
         if sandbox is True:
             sandbox = Sandbox()
         self.sandbox: Sandbox | None = sandbox or None
+        if evaluate_in not in ("host", "program"):
+            raise ValueError(f"evaluate_in must be 'host' or 'program', got {evaluate_in!r}")
+        self.evaluate_in = evaluate_in
+        self.tests = Path(tests).absolute() if tests is not None else None
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -220,6 +244,9 @@ class Harness(LitAgent):
         async with self._slot():
             tmp = Path(tempfile.mkdtemp(prefix="agentbolt-harness-"))
             try:
+                if isinstance(self.executor, IsolatedExecutor):
+                    await self._run_isolated(ctx, task, creds, tmp, self.executor)
+                    return None
                 if self.sandbox is None:
                     await self._run(ctx, task, creds, tmp, None)
                     return None
@@ -246,21 +273,10 @@ class Harness(LitAgent):
         server_url = box.program_server_url if box else creds.server_url  # as the program reaches it
         # a sandboxed program starts from nothing of this process's: no admin token, no cloud keys
         inherit = self.inherit_env if self.inherit_env is not None else box is None
-        env = dict(os.environ) if inherit else {}
-        env.update(
-            OPENAI_BASE_URL=rollout_base_url(server_url, ctx.rollout_id, ctx.attempt_id),
-            OPENAI_API_KEY=creds.token,
-            AGENTBOLT_SERVER_URL=server_url,
-            AGENTBOLT_ROLLOUT_ID=ctx.rollout_id,
-            AGENTBOLT_ATTEMPT_ID=ctx.attempt_id,
-            AGENTBOLT_TASK=seen["task"],
-            AGENTBOLT_REWARD_URL=(
-                f"{server_url}/v1/rollouts/{quote(ctx.rollout_id, safe='')}"
-                f"/attempts/{quote(ctx.attempt_id, safe='')}/reward"
-            ),
-            AGENTBOLT_REWARD_FILE=box.program_reward_file if box else str(reward_file),
+        env = self._program_env(
+            ctx, seen, creds, server_url, box.program_reward_file if box else str(reward_file),
+            dict(os.environ) if inherit else {},
         )
-        env.update(self.env)  # explicit settings win (e.g. another OPENAI_BASE_URL: then calls are not recorded)
         spec = ProcessSpec(
             argv=render_command(self.command, seen, hidden=hidden),
             env=env,
@@ -277,14 +293,125 @@ class Harness(LitAgent):
                 result, events = await box.run(self.executor, spec, evaluator, self.cwd)
             except ProgramStartError as exc:
                 raise HarnessStartError(f"the program could not start: {exc}") from exc
-<<<<<<< HEAD
-        await _record(ctx, result, events, box)
+        await _record(ctx, result, events, box, task_hidden=hidden)
+        await self._conclude(ctx, fields, spec, result, tmp, box, lambda: read_reward_file(reward_file))
+
+    def _program_env(
+        self,
+        ctx: AttemptContext,
+        fields: dict[str, str],
+        creds: Credentials,
+        server_url: str,
+        reward_file: str,
+        base: dict[str, str],
+    ) -> dict[str, str]:
+        """The program's environment, on top of ``base``: ``server_url`` and ``reward_file``
+        as it reaches them, ``fields`` what it may see of the task."""
+        env = base
+        env.update(
+            OPENAI_BASE_URL=rollout_base_url(server_url, ctx.rollout_id, ctx.attempt_id),
+            OPENAI_API_KEY=creds.token,
+            AGENTBOLT_SERVER_URL=server_url,
+            AGENTBOLT_ROLLOUT_ID=ctx.rollout_id,
+            AGENTBOLT_ATTEMPT_ID=ctx.attempt_id,
+            AGENTBOLT_TASK=fields["task"],
+            AGENTBOLT_REWARD_URL=(
+                f"{server_url}/v1/rollouts/{quote(ctx.rollout_id, safe='')}"
+                f"/attempts/{quote(ctx.attempt_id, safe='')}/reward"
+            ),
+            AGENTBOLT_REWARD_FILE=reward_file,
+        )
+        env.update(self.env)  # explicit settings win (e.g. another OPENAI_BASE_URL: then calls are not recorded)
+        return env
+
+    def _tests(self, fields: Mapping[str, str]) -> Path | None:
+        named = fields.get("tests")
+        return Path(named).absolute() if named else self.tests
+
+    async def _run_isolated(
+        self, ctx: AttemptContext, task: Any, creds: Credentials, tmp: Path, executor: IsolatedExecutor
+    ) -> None:
+        """The program in the executor's own world: nothing shared with this machine but
+        what the spec hands in and the result hands back."""
+        fields = _placeholders(task, ctx)  # the evaluator's: the whole task
+        shown, task_hidden = self.task_view(task)
+        seen = _placeholders(shown, ctx)  # the program's
+        await executor.prepare(task)
+        await ensure_gateway(
+            creds, rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id), self._gateways_seen
+        )
+        config = self.sandbox or Sandbox()
+        named = task.get(config.task_workspace_field) if isinstance(task, Mapping) else None
+        source = Path(named).absolute() if named else config.workspace
+        if source is not None and not source.is_dir():
+            raise HarnessConfigError(
+                f"the workspace {source} is not a directory: give Sandbox(workspace=...) an existing directory, or a "
+                f"task field {config.task_workspace_field!r} that names one"
+            )
+        extra = task.get(config.task_hidden_field) if isinstance(task, Mapping) else None
+        hidden = hidden_patterns(source, [*config.hidden, *([extra] if isinstance(extra, str) else extra or [])])
+        workspace = tmp / "workspace"
+        left_out = await asyncio.to_thread(copy_workspace, source, workspace, hidden)
+        env = self._program_env(
+            ctx, seen, creds, executor.program_server_url(creds.server_url), executor.program_reward_file, {}
+        )
+        env["AGENTBOLT_WORKSPACE"] = executor.program_workspace
+        inside = str(task.get("evaluate_in", self.evaluate_in)) if isinstance(task, Mapping) else self.evaluate_in
+        evaluator: ProcessSpec | None = None
+        tests = self._tests(fields)
+        if self.evaluator is not None and inside == "program":
+            if not executor.evaluates_inside:
+                raise HarnessConfigError(
+                    f"{type(executor).__name__} cannot run the evaluator inside the program's environment: "
+                    "use Harness(evaluate_in='host')"
+                )
+            evaluator = ProcessSpec(
+                argv=render_command(self.evaluator, fields),
+                env={**self.env, "AGENTBOLT_ROLLOUT_ID": ctx.rollout_id, "AGENTBOLT_ATTEMPT_ID": ctx.attempt_id,
+                     "AGENTBOLT_TASK": fields["task"], "AGENTBOLT_WORKSPACE": executor.program_workspace,
+                     **({"AGENTBOLT_TESTS": executor.program_tests} if tests else {})},
+                timeout=self.evaluator_timeout,
+                stderr_tail_bytes=self.stderr_tail_bytes,
+            )
+        spec = ProcessSpec(
+            argv=render_command(self.command, seen, hidden=task_hidden),
+            env=env,
+            timeout=self.timeout,
+            stderr_tail_bytes=self.stderr_tail_bytes,
+            workspace=workspace,
+            gateway=GatewayRoutes(creds.server_url, ctx.rollout_id, ctx.attempt_id),
+            outputs=(executor.program_reward_file,),
+            evaluator=evaluator,
+            evaluator_files={executor.program_tests: tests} if evaluator is not None and tests else {},
+            task=task,
+        )
+        try:
+            result = await executor.run(spec)
+        except ProgramStartError as exc:
+            raise HarnessStartError(f"the program could not start: {exc}") from exc
+        await _record(ctx, result, result.events, None, isolated_run=True, startup_s=result.startup_s, hidden=left_out,
+                      task_hidden=task_hidden)
+        reward = result.outputs.get(executor.program_reward_file)
+        await self._conclude(
+            ctx, fields, spec, result, tmp, None,
+            lambda: None if reward is None else parse_reward(reward.decode("utf-8", "replace"),
+                                                            source=f"reward file {executor.program_reward_file}"),
+        )
+
+    async def _conclude(
+        self,
+        ctx: AttemptContext,
+        fields: dict[str, str],
+        spec: ProcessSpec,
+        result: ProcessResult,
+        tmp: Path,
+        box: SandboxSession | None,
+        written_reward: Callable[[], Reward | None],
+    ) -> None:
+        """Turn how the program ended into a reward or a typed failure."""
         refused = await refused_calls(ctx)
         if refused is not None:  # the model never answered it: not the program's score (runner/harness/calls.py)
             raise GatewayRefusedError(refused.reason, retryable=refused.transient)
-=======
-        await _record(ctx, result, events, box, hidden)
->>>>>>> sandbox
         if result.timed_out:
             raise HarnessTimeoutError(
                 f"{spec.argv[0]} ran longer than {self.timeout} s; its process group was killed"
@@ -294,11 +421,14 @@ class Harness(LitAgent):
             raise HarnessKilledError(
                 f"{spec.argv[0]} was killed by signal {-(result.exit_code or 0)}" + _stderr_hint(result)
             )
+        if result.evaluator is not None:  # the executor ran it inside, after the program
+            _emit(self._verdict(spec.evaluator or spec, result.evaluator))
+            return
         if self.evaluator is not None:
             _emit(await self._evaluate(ctx, fields, result, tmp, box))
             return
         try:
-            written = read_reward_file(reward_file)
+            written = written_reward()
         except RewardFormatError as exc:
             raise ProgramFailedError(str(exc)) from None
         if written is not None:
@@ -335,6 +465,11 @@ class Harness(LitAgent):
         )
         if box is not None:  # the workspace the program left, read outside the sandbox
             env["AGENTBOLT_WORKSPACE"] = str(box.workspace)
+        elif program.workspace is not None:  # copied back by an isolated executor
+            env["AGENTBOLT_WORKSPACE"] = str(program.workspace)
+        tests = self._tests(fields)
+        if tests is not None:
+            env["AGENTBOLT_TESTS"] = str(tests)
         spec = ProcessSpec(
             argv=render_command(self.evaluator, fields),
             env=env,
@@ -343,7 +478,10 @@ class Harness(LitAgent):
             stdin=program.stdout,
             stderr_tail_bytes=self.stderr_tail_bytes,
         )
-        result = await self._execute(spec, "evaluator")
+        return self._verdict(spec, await self._execute(spec, "evaluator", here=True))
+
+    def _verdict(self, spec: ProcessSpec, result: ProcessResult) -> Reward:
+        """The reward the evaluator printed, or :class:`EvaluatorError`."""
         if result.timed_out:
             raise EvaluatorError(
                 f"the evaluator {spec.argv[0]} ran longer than {self.evaluator_timeout} s" + _stderr_hint(result)
@@ -358,9 +496,12 @@ class Harness(LitAgent):
         except RewardFormatError as exc:
             raise EvaluatorError(str(exc)) from None
 
-    async def _execute(self, spec: ProcessSpec, what: str) -> ProcessResult:
+    async def _execute(self, spec: ProcessSpec, what: str, *, here: bool = False) -> ProcessResult:
+        """Run ``spec`` on the harness's executor; ``here``: on this machine when that
+        executor is an isolated one (the evaluator, run outside the program's world)."""
+        executor = LocalExecutor() if here and isinstance(self.executor, IsolatedExecutor) else self.executor
         try:
-            return await self.executor.run(spec)
+            return await executor.run(spec)
         except ProgramStartError as exc:
             raise HarnessStartError(f"the {what} could not start: {exc}") from exc
 
@@ -453,26 +594,39 @@ def render_command(
 
 # ---------------------------------------------------------------------- outcome
 async def _record(
-    ctx: AttemptContext, result: ProcessResult, events: list[SandboxEvent], box: SandboxSession | None,
+    ctx: AttemptContext,
+    result: ProcessResult,
+    events: list[SandboxEvent],
+    box: SandboxSession | None,
+    *,
+    isolated_run: bool = False,
+    startup_s: float | None = None,
+    hidden: list[str] | None = None,
     task_hidden: Sequence[str] = (),
 ) -> None:
+    """``box``: the bubblewrap sandbox it ran in; ``isolated_run``: an isolated executor ran
+    it (``startup_s``, ``hidden``: what it reported and what the workspace copy left out);
+    ``task_hidden``: the task fields the program did not see."""
+    isolated = box is not None or isolated_run
     facts: dict[str, Any] = {
         "harness.exit_code": result.exit_code if result.exit_code is not None else -1,
         "harness.duration_s": round(result.duration, 3),
         "harness.timed_out": result.timed_out,
         "harness.stderr_tail": result.stderr_tail,
-        "harness.sandboxed": box is not None,
+        "harness.sandboxed": isolated,
     }
     metadata: dict[str, Any] = {"harness": facts}
-    if box is not None:
-        facts["harness.sandbox_startup_ms"] = round(box.startup_s * 1000, 1)
+    if isolated:
+        startup = box.startup_s if box is not None else startup_s or 0.0
+        facts["harness.sandbox_startup_ms"] = round(startup * 1000, 1)
         report = result.extra.get("sandbox_report")
         if isinstance(report, dict):
             peak = max(int(report.get("peak_data_bytes", 0)), int(report.get("max_rss_bytes", 0)))
             facts["harness.peak_memory_mb"] = round(peak / (1 << 20), 1)
         if isinstance(signal := result.extra.get("signal"), int):
             facts["harness.signal"] = signal  # what ended it, counted as its own exit (128 + signal)
-        metadata["sandbox"] = {"events": [e.as_dict() for e in events], "hidden": box.left_out}
+        left_out = box.left_out if box is not None else hidden or []
+        metadata["sandbox"] = {"events": [e.as_dict() for e in events], "hidden": left_out}
         emit_events(events)
         for e in events:
             log.info("sandbox of attempt %s: %s (x%d): %s", ctx.attempt_id, e.kind, e.count, e.detail)

@@ -3,8 +3,13 @@
 The program gets its own session (``start_new_session``), so a timeout or a
 cancellation kills its whole process group — a shell script's children included — not
 just the top process. This module knows nothing about rollouts: it takes a
-:class:`ProcessSpec` and returns a :class:`ProcessResult`. Another executor (a
-Kubernetes Job, a sandbox) implements the same :class:`Executor` protocol.
+:class:`ProcessSpec` and returns a :class:`ProcessResult`.
+
+The spec says what goes in (argv, environment, stdin, the ``workspace`` directory and
+``files`` written into it) and what comes out (stdout, the ``outputs`` files read back,
+the workspace as the program left it), so an executor that runs the program elsewhere (a
+container, a pod: an :class:`~agentbolt.runner.harness.isolated.IsolatedExecutor`) fits
+the same :class:`Executor` protocol without a shared filesystem.
 """
 
 from __future__ import annotations
@@ -14,8 +19,13 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
+
+from agentbolt.runner.harness.events import SandboxEvent
+from agentbolt.runner.harness.routes import GatewayRoutes
 
 __all__ = ["Executor", "LocalExecutor", "ProcessResult", "ProcessSpec", "ProgramStartError"]
 
@@ -43,6 +53,30 @@ class ProcessSpec:
     """File descriptors the program inherits (besides stdin, stdout, stderr)."""
     output_limit: int = _OUTPUT_LIMIT
     """Bytes of stdout kept; ``ProcessResult.extra["stdout_bytes"]`` counts them all."""
+    # ---- what goes in besides argv, env and stdin
+    workspace: Path | None = None
+    """A directory on this machine holding the program's working directory: a local
+    executor runs in it (unless ``cwd`` says otherwise), an isolating one puts it at its
+    own workspace path (and hands it back in :attr:`ProcessResult.workspace`)."""
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    """Files written into the workspace before the start, by path relative to it."""
+    gateway: GatewayRoutes | None = None
+    """The only network an isolating executor lets the program reach (the attempt's gateway
+    and reward routes); ``None``: none at all. :class:`LocalExecutor` isolates nothing."""
+    evaluator: ProcessSpec | None = None
+    """A second program an executor with ``evaluates_inside`` runs in the program's own
+    environment after the program ended (Harbor's order): with the program's stdout on its
+    stdin and in ``$AGENTBOLT_OUTPUT_FILE``, its exit code in ``$AGENTBOLT_EXIT_CODE``."""
+    evaluator_files: Mapping[str, Path] = field(default_factory=dict)
+    """Host paths (files or directories, e.g. the tests) copied in for the evaluator only,
+    after the program ended, by absolute path in the program's world: never visible to it."""
+    task: Any = None
+    """The rollout's input, for executors that choose where to run from it (a task's own
+    image, a Job template); the program itself learns it from ``env``."""
+    # ---- what comes out besides stdout and the exit code
+    outputs: tuple[str, ...] = ()
+    """Files read back after the run (relative to the workspace, or absolute in the
+    program's world) into :attr:`ProcessResult.outputs`; missing ones are left out."""
 
 
 @dataclass
@@ -55,6 +89,16 @@ class ProcessResult:
     timed_out: bool = False
     duration: float = 0.0
     extra: dict[str, object] = field(default_factory=dict)
+    outputs: dict[str, bytes] = field(default_factory=dict)
+    """The spec's ``outputs`` the program wrote, by the name the spec gave."""
+    workspace: Path | None = None
+    """The workspace as the program left it, on this machine (copied back if need be)."""
+    evaluator: ProcessResult | None = None
+    """How the spec's ``evaluator`` ended, where the executor ran it."""
+    events: list[SandboxEvent] = field(default_factory=list)
+    """What an isolating executor blocked or enforced (network, limits)."""
+    startup_s: float | None = None
+    """Seconds an isolating executor spent before the program started."""
 
     @property
     def killed_by_signal(self) -> bool:
@@ -72,6 +116,9 @@ class LocalExecutor:
 
     async def run(self, spec: ProcessSpec) -> ProcessResult:
         started = time.monotonic()
+        cwd = spec.cwd if spec.cwd is not None or spec.workspace is None else str(spec.workspace)
+        if spec.workspace is not None:
+            _write_files(spec.workspace, spec.files)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *spec.argv,
@@ -79,13 +126,13 @@ class LocalExecutor:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=spec.env,
-                cwd=spec.cwd,
+                cwd=cwd,
                 start_new_session=True,
                 pass_fds=spec.pass_fds,
             )
         except OSError as exc:
             raise ProgramStartError(
-                f"could not start {spec.argv[0]!r} (cwd {spec.cwd or os.getcwd()!r}): {exc}"
+                f"could not start {spec.argv[0]!r} (cwd {cwd or os.getcwd()!r}): {exc}"
             ) from exc
         total = [0]
         stdout = asyncio.ensure_future(_read_head(proc.stdout, spec.output_limit, total))
@@ -116,7 +163,26 @@ class LocalExecutor:
             timed_out=timed_out,
             duration=time.monotonic() - started,
             extra={"stdout_bytes": total[0]},
+            outputs=_read_outputs(Path(cwd) if cwd else Path.cwd(), spec.outputs),
+            workspace=spec.workspace,
         )
+
+
+def _write_files(workspace: Path, files: Mapping[str, bytes]) -> None:
+    for name, data in files.items():
+        target = workspace / name
+        if os.path.isabs(name) or ".." in Path(name).parts:
+            raise ProgramStartError(f"ProcessSpec.files names {name!r}: give a path relative to the workspace")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def _read_outputs(base: Path, names: tuple[str, ...]) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for name in names:
+        with contextlib.suppress(OSError):
+            found[name] = (base / name).read_bytes()
+    return found
 
 
 async def _kill_group(proc: asyncio.subprocess.Process, grace: float, *, only_leftovers: bool = False) -> None:

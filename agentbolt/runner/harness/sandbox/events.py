@@ -30,20 +30,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from agentbolt.runner.harness.events import SandboxEvent
+
 __all__ = ["SandboxEvent", "emit_events", "events_from_output", "events_from_report", "merge"]
-
-
-@dataclass(frozen=True)
-class SandboxEvent:
-    kind: str
-    detail: str
-    count: int = 1
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "detail": self.detail, "count": self.count}
 
 
 def events_from_report(report: dict[str, Any]) -> list[SandboxEvent]:

@@ -1,0 +1,501 @@
+"""``DockerExecutor``: each harnessed program in its own container, on the Docker Engine API.
+
+::
+
+    harness = Harness("sh agent.sh {question}", evaluator="python3 grade.py {answer}",
+                      executor=DockerExecutor("my-agent:1", limits=ContainerLimits(memory_mb=512)))
+
+Per run: the task's image (``image=``, a task field ``image``, or a Dockerfile the task
+names, built once and never pulled); a container with ``--network none`` whose only way
+out is the gateway relay (the bubblewrap sandbox's: a unix socket mounted in, served
+here by :class:`~agentbolt.runner.harness.sandbox.proxy.GatewayProxy`, which lets the
+attempt's own gateway and reward routes through and refuses the rest); cgroup limits
+for the whole container; the workspace mounted at ``/workspace`` and handed back; the
+evaluator, if asked, in a container made from the program's (``docker commit``) with
+the tests copied in only then. Containers are labelled with the rollout and attempt and
+removed whatever happens; a runner killed with ``kill -9`` leaves containers that the
+next executor started on this host removes (:mod:`.reaper`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from agentbolt.runner.harness.docker.cgroup import find_cgroup
+from agentbolt.runner.harness.docker.client import docker_client
+from agentbolt.runner.harness.docker.config import ContainerLimits
+from agentbolt.runner.harness.docker.container import (
+    ContainerSettings,
+    Slot,
+    create_container,
+    give_to_user,
+    new_slot,
+    safe_name,
+)
+from agentbolt.runner.harness.docker.images import ImageSource, check_image, ensure_image, image_source
+from agentbolt.runner.harness.docker.labels import ATTEMPT, KIND
+from agentbolt.runner.harness.docker.launch import GO, OUT_DIR, launch_script
+from agentbolt.runner.harness.docker.pool import WarmPool
+from agentbolt.runner.harness.docker.reaper import reap_orphans
+from agentbolt.runner.harness.events import SandboxEvent
+from agentbolt.runner.harness.isolated import IsolatedExecutor
+from agentbolt.runner.harness.local import ProcessResult, ProcessSpec, ProgramStartError
+from agentbolt.runner.harness.routes import loopback_url
+from agentbolt.runner.harness.sandbox.events import events_from_output, events_from_report, merge
+from agentbolt.runner.harness.sandbox.proxy import GatewayProxy
+
+__all__ = ["DockerExecutor"]
+
+log = logging.getLogger("agentbolt.runner.harness.docker")
+_BACKSTOP_S = 15.0
+"""Seconds past the wall time before the container is killed from here (the init inside
+kills the program at the wall time itself)."""
+_POLL_S = 0.05
+
+
+class DockerExecutor(IsolatedExecutor):
+    """Run each program in a container of the local Docker Engine (see the module docstring).
+
+    * ``image`` — the image of tasks that name none; a task's field ``image_field``
+      names another, ``dockerfile_field`` a build context. The image needs ``/bin/sh``
+      and ``python3`` (3.9+) for agentbolt's init (``build_host_base_image()`` makes one
+      from this machine's files).
+    * ``limits`` — :class:`ContainerLimits`; ``read_only_root`` — mount the image
+      read-only (``/workspace``, ``/tmp`` and the reward directory stay writable);
+      ``user`` — ``"uid:gid"`` the program runs as (default root, without capabilities).
+    * ``warm`` — containers of ``image`` kept started ahead of claims.
+    * ``owner`` — the label of everything this executor makes; keep it stable, so a
+      restarted runner removes what a killed one left.
+    * ``base_url`` — the Docker Engine (default ``$DOCKER_HOST`` or the local socket);
+      the engine must share this machine's filesystem (the run directory is mounted).
+    """
+
+    evaluates_inside = True
+
+    def __init__(
+        self,
+        image: str | None = None,
+        *,
+        limits: ContainerLimits | None = None,
+        read_only_root: bool = False,
+        user: str | None = None,
+        warm: int = 0,
+        owner: str = "agentbolt",
+        python: str = "python3",
+        base_url: str | None = None,
+        work_dir: str | os.PathLike[str] | None = None,
+        image_field: str = "image",
+        dockerfile_field: str = "dockerfile",
+        log_max_mb: int = 32,
+    ) -> None:
+        if warm < 0:
+            raise ValueError(f"warm must be 0 or more containers, got {warm}")
+        if warm and image is None:
+            raise ValueError("a warm pool needs DockerExecutor(image=...): the image its containers start from")
+        self.image = image
+        self.limits = limits or ContainerLimits()
+        self.read_only_root = read_only_root
+        self.user = _parse_user(user)
+        self.warm = warm
+        self.owner = owner
+        self.python = python
+        self.base_url = base_url
+        self.work_dir = Path(work_dir) if work_dir else Path(tempfile.gettempdir()) / "agentbolt-docker"
+        self.image_field = image_field
+        self.dockerfile_field = dockerfile_field
+        self.log_max_mb = log_max_mb
+        self._state: _State | None = None
+
+    def __repr__(self) -> str:
+        return f"DockerExecutor(image={self.image!r}, warm={self.warm})"
+
+    def __getstate__(self) -> dict[str, Any]:  # runner processes start their own client and pool
+        state = dict(self.__dict__)
+        state["_state"] = None
+        return state
+
+    @property
+    def settings(self) -> ContainerSettings:
+        return ContainerSettings(self.owner, self.limits, self.read_only_root, self.user, self.program_workspace,
+                                 self.log_max_mb)
+
+    # ------------------------------------------------------------------ IsolatedExecutor
+    def program_server_url(self, server_url: str) -> str:
+        return loopback_url(server_url)[1]
+
+    async def prepare(self, task: Any) -> None:
+        state = await self._start()
+        source = image_source(task, self.image, self.image_field, self.dockerfile_field)
+        await state.ready(source)
+
+    def check_ready(self, tasks: Sequence[Any] = ()) -> list[str]:
+        """Before claiming: every image the tasks (or ``image=``) need is on the engine and
+        can run agentbolt's init, building those with a Dockerfile. Returns the tags;
+        raises :class:`ImageNotReadyError` with the fix. Also removes orphans (see :mod:`.reaper`)."""
+        client = docker_client(self.base_url)
+        reap_orphans(client, self.owner)
+        sources = {s.tag(): s for s in (image_source(t, self.image, self.image_field, self.dockerfile_field)
+                                        for t in (tasks or [None]))}
+        for tag, source in sources.items():
+            check_image(client, ensure_image(client, source), self.python)
+            log.info("image %s is ready", tag)
+        return list(sources)
+
+    async def close(self) -> None:
+        """Remove the warm pool's containers (runs also end their own)."""
+        if self._state is not None:
+            await self._state.pool.close()
+
+    async def run(self, spec: ProcessSpec) -> ProcessResult:
+        state = await self._start()
+        source = image_source(spec.task, self.image, self.image_field, self.dockerfile_field)
+        tag = await state.ready(source)
+        rollout_id = spec.gateway.rollout_id if spec.gateway else ""
+        attempt_id = spec.gateway.attempt_id if spec.gateway else ""
+        started = time.monotonic()
+        slot = await state.pool.take(tag) if tag == self.image else None
+        if slot is None:
+            slot = await asyncio.to_thread(new_slot, self.work_dir, self.settings, spec.workspace)
+        elif spec.workspace is not None:
+            await asyncio.to_thread(_copy_into, spec.workspace, slot.workspace)
+            await asyncio.to_thread(give_to_user, slot, self.user)
+        denied: list[SandboxEvent] = []
+        proxy = None
+        try:
+            if spec.gateway is not None:
+                routes = spec.gateway
+                proxy = GatewayProxy(
+                    slot.sock_dir / "gateway.sock", routes.server_url, allowed_prefixes=routes.prefixes,
+                    allowed_exact=routes.exact, on_denied=lambda m, t: denied.append(
+                        SandboxEvent("network.denied", f"{m} {t}")),
+                )
+                await proxy.__aenter__()
+                os.chmod(slot.sock_dir / "gateway.sock", 0o666)  # the container's user connects
+            await asyncio.to_thread(self._write_launch, slot, spec)
+            if slot.container is None:
+                container = await asyncio.to_thread(
+                    create_container, state.client, tag, slot, self.settings, "program", rollout_id, attempt_id)
+                await asyncio.to_thread(container.start)
+            else:
+                with contextlib.suppress(Exception):  # names can change, labels cannot: the ids in the name
+                    await asyncio.to_thread(slot.container.rename, safe_name("program", attempt_id))
+            startup = time.monotonic() - started
+            result = await self._supervise(slot, spec, started, denied)
+            result.startup_s = startup
+            if spec.evaluator is not None and not result.timed_out:
+                result.evaluator = await self._evaluate(state.client, slot, spec, result)
+            return result
+        finally:
+            await asyncio.shield(self._cleanup(slot, proxy, spec.workspace))
+
+    # ------------------------------------------------------------------ the run
+    def _write_launch(self, slot: Slot, spec: ProcessSpec) -> None:
+        port = loopback_url(spec.gateway.server_url)[0] if spec.gateway else 9
+        for name, data in spec.files.items():
+            target = slot.workspace / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        limits = {
+            "wall": spec.timeout,
+            "cpu": self.limits.cpu_seconds,
+            "file": self.limits.file_mb << 20 if self.limits.file_mb else None,
+            "nofile": self.limits.open_files,
+        }
+        if spec.stdin is not None:
+            (slot.in_dir / "stdin").write_bytes(spec.stdin)
+        script = launch_script(
+            spec.argv, spec.env, python=self.python, port=port, limits=limits, user=self.user,
+            workdir=self.program_workspace, stdin=spec.stdin is not None,
+        )
+        staged = slot.in_dir / "go.tmp"
+        staged.write_text(script)
+        os.chmod(staged, 0o600)
+        staged.rename(slot.in_dir / Path(GO).name)  # atomic: a warm container sees all of it or nothing
+
+    async def _supervise(self, slot: Slot, spec: ProcessSpec, started: float,
+                         denied: list[SandboxEvent]) -> ProcessResult:
+        container = slot.container
+        cgroup = find_cgroup(container.id)
+        events: list[SandboxEvent] = []
+        waiter = asyncio.ensure_future(asyncio.to_thread(container.wait))
+        deadline = started + spec.timeout + _BACKSTOP_S if spec.timeout is not None else None
+        timed_out = limited = False
+        try:
+            while not waiter.done():
+                await asyncio.wait({waiter}, timeout=_POLL_S)
+                if waiter.done() or limited:
+                    continue
+                if cgroup.oom_kills():
+                    events.append(SandboxEvent("limit.memory", f"the container reached its {self.limits.memory_mb} "
+                                                               "MiB; the whole container was killed"))
+                elif cgroup.pid_refusals():
+                    events.append(SandboxEvent("limit.processes", f"the container reached {self.limits.processes} "
+                                                                  "processes; the whole container was killed"))
+                elif deadline is not None and time.monotonic() > deadline:
+                    events.append(SandboxEvent("limit.wall_time", f"the container ran past {spec.timeout} s; it was "
+                                                                  "killed"))
+                    timed_out = True
+                else:
+                    continue
+                limited = True
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(container.kill)
+            status = waiter.result()
+        except BaseException:
+            waiter.cancel()
+            raise
+        state = (await asyncio.to_thread(_inspect, container)).get("State", {})
+        if state.get("OOMKilled") and not any(e.kind == "limit.memory" for e in events):
+            events.append(SandboxEvent("limit.memory", f"the container reached its {self.limits.memory_mb} MiB; the "
+                                                       "whole container was killed"))
+        stdout, total, stderr = await asyncio.to_thread(_logs, container, spec.output_limit, spec.stderr_tail_bytes)
+        report = _read_report(slot.report_dir / "report")
+        if "start_error" in report:
+            raise ProgramStartError(f"could not start {spec.argv[0]!r} in the container ({slot.image}): "
+                                    f"{report['start_error']}")
+        if not report and not events:
+            raise ProgramStartError(f"the container ({slot.image}) did not start agentbolt's init (exit "
+                                    f"{status.get('StatusCode')}): {stderr.decode('utf-8', 'replace')[-800:]}; the "
+                                    "image needs /bin/sh and python3")
+        events = [*denied, *events, *events_from_report(report)]
+        events += events_from_output(stderr.decode("utf-8", "replace"), [".git"])
+        if total > spec.output_limit:
+            events.append(SandboxEvent("limit.output", f"the program printed {total} bytes; the first "
+                                                       f"{spec.output_limit} were kept"))
+        events = merge(events)
+        code = int(report.get("exit_code", status.get("StatusCode", -1)))
+        timed_out = timed_out or bool(report.get("timed_out"))
+        enforced = any(e.kind.startswith("limit.") and e.kind != "limit.wall_time" for e in events)
+        if code >= 128 and not enforced and not timed_out:
+            code = -(code - 128)  # a signal the program did not get from a limit
+        outputs = await asyncio.to_thread(self._outputs, slot, spec.outputs)
+        return ProcessResult(
+            exit_code=code, stdout=stdout, stderr_tail=stderr.decode("utf-8", "replace"), timed_out=timed_out,
+            duration=time.monotonic() - started, extra={"stdout_bytes": total, "sandbox_report": report,
+                                                        "container": container.name},
+            outputs=outputs, workspace=spec.workspace or slot.workspace, events=events,
+        )
+
+    def _outputs(self, slot: Slot, names: tuple[str, ...]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for name in names:
+            if name.startswith(OUT_DIR + "/"):
+                path = slot.out_dir / name[len(OUT_DIR) + 1:]
+            elif name.startswith(self.program_workspace + "/"):
+                path = slot.workspace / name[len(self.program_workspace) + 1:]
+            elif not name.startswith("/"):
+                path = slot.workspace / name
+            else:
+                data = _archive_file(slot.container, name)
+                if data is not None:
+                    found[name] = data
+                continue
+            if path.is_file() and not path.is_symlink():  # never follow a link the program planted
+                found[name] = path.read_bytes()
+        return found
+
+    # ------------------------------------------------------------------ the evaluator inside
+    async def _evaluate(self, client: Any, slot: Slot, spec: ProcessSpec, program: ProcessResult) -> ProcessResult:
+        assert spec.evaluator is not None
+        evaluator = spec.evaluator
+        labels = {**slot.labels, KIND: "snapshot"}
+        snapshot = await asyncio.to_thread(
+            slot.container.commit, repository="agentbolt-snapshot", tag=slot.container.id[:12],
+            conf={"Labels": labels})
+        container = None
+        try:
+            env = {**evaluator.env, "AGENTBOLT_EXIT_CODE": str(program.exit_code),
+                   "AGENTBOLT_OUTPUT_FILE": "/run/agentbolt/output", "HOME": "/tmp", "TMPDIR": "/tmp"}
+            command = "cd " + self.program_workspace + " && exec \"$@\" </run/agentbolt/output"
+            container = await asyncio.to_thread(self._evaluator_container, client, snapshot.id, slot, evaluator,
+                                                env, command, {**labels, KIND: "evaluator"})
+            archive = _tar({"/run/agentbolt/output": program.stdout}, evaluator_dirs(spec.evaluator_files))
+            await asyncio.to_thread(container.put_archive, "/", archive)
+            started = time.monotonic()
+            await asyncio.to_thread(container.start)
+            waiter = asyncio.ensure_future(asyncio.to_thread(container.wait))
+            timed_out = False
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter), timeout=evaluator.timeout)
+            except TimeoutError:
+                timed_out = True
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(container.kill)
+                await waiter
+            status = waiter.result()
+            stdout, total, stderr = await asyncio.to_thread(_logs, container, evaluator.output_limit,
+                                                            evaluator.stderr_tail_bytes)
+            return ProcessResult(exit_code=int(status.get("StatusCode", -1)), stdout=stdout,
+                                 stderr_tail=stderr.decode("utf-8", "replace"), timed_out=timed_out,
+                                 duration=time.monotonic() - started, extra={"stdout_bytes": total})
+        finally:
+            if container is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(asyncio.to_thread(container.remove, force=True, v=True))
+            with contextlib.suppress(Exception):
+                await asyncio.shield(asyncio.to_thread(client.images.remove, snapshot.id, force=True))
+
+    def _evaluator_container(self, client: Any, image: str, slot: Slot, evaluator: ProcessSpec,
+                             env: Mapping[str, str], command: str, labels: dict[str, str]) -> Any:
+        from docker.types import Mount
+
+        limits = self.limits
+        kwargs: dict[str, Any] = {
+            "command": ["/bin/sh", "-c", command, "sh", *evaluator.argv],
+            "entrypoint": [], "user": "0:0", "working_dir": self.program_workspace, "network_mode": "none",
+            "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "environment": dict(env),
+            "mounts": [Mount(self.program_workspace, str(slot.workspace), type="bind")],
+            "tmpfs": {"/tmp": "rw,nosuid,nodev"}, "labels": labels, "detach": True,
+            "name": safe_name("evaluator", labels.get(ATTEMPT, "")),
+        }
+        if limits.memory_mb:
+            kwargs["mem_limit"] = kwargs["memswap_limit"] = f"{limits.memory_mb}m"
+        if limits.processes:
+            kwargs["pids_limit"] = limits.processes
+        return client.containers.create(image, **kwargs)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def _cleanup(self, slot: Slot, proxy: GatewayProxy | None, workspace: Path | None) -> None:
+        """Remove the container, stop the relay, hand the workspace back, remove the run directory."""
+        if slot.container is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(slot.container.remove, force=True, v=True)
+        if proxy is not None:
+            with contextlib.suppress(Exception):
+                await proxy.__aexit__(None, None, None)
+        if workspace is not None and slot.workspace != workspace:  # a warm slot's own workspace
+            await asyncio.to_thread(_copy_back, slot.workspace, workspace)
+        await asyncio.to_thread(slot.remove_files)
+
+    async def _start(self) -> _State:
+        if self._state is None or self._state.pid != os.getpid():
+            client = await asyncio.to_thread(docker_client, self.base_url)
+            await asyncio.to_thread(reap_orphans, client, self.owner)
+            self._state = _State(self, client)
+        return self._state
+
+
+class _State:
+    """One process's client, ready images and warm pool."""
+
+    def __init__(self, executor: DockerExecutor, client: Any) -> None:
+        self.pid = os.getpid()
+        self.client = client
+        self.executor = executor
+        self.images: dict[str, str] = {}
+        self.lock = asyncio.Lock()
+        self.pool = WarmPool(
+            executor.warm, lambda: new_slot(executor.work_dir, executor.settings, None),
+            lambda tag, slot: _start_warm(client, tag, slot, executor.settings),
+        )
+
+    async def ready(self, source: ImageSource) -> str:
+        key = source.tag()
+        if key not in self.images:
+            async with self.lock:
+                if key not in self.images:
+                    tag = await asyncio.to_thread(ensure_image, self.client, source)
+                    await asyncio.to_thread(check_image, self.client, tag, self.executor.python)
+                    self.images[key] = tag
+                    if tag == self.executor.image:
+                        self.pool.fill_in_background(tag)
+        return self.images[key]
+
+
+def _start_warm(client: Any, tag: str, slot: Slot, settings: ContainerSettings) -> None:
+    create_container(client, tag, slot, settings, "warm")
+    slot.container.start()
+    slot.warm = True
+
+
+def _parse_user(user: str | None) -> tuple[int, int] | None:
+    if user is None:
+        return None
+    uid, _, gid = user.partition(":")
+    if not uid.isdigit() or (gid and not gid.isdigit()):
+        raise ValueError(f"user must be numeric 'uid:gid' (e.g. '65534:65534'), got {user!r}")
+    return int(uid), int(gid or uid)
+
+
+def _inspect(container: Any) -> dict[str, Any]:
+    container.reload()
+    return dict(container.attrs)
+
+
+def _logs(container: Any, limit: int, tail: int) -> tuple[bytes, int, bytes]:
+    out = container.logs(stdout=True, stderr=False)
+    err = container.logs(stdout=False, stderr=True)
+    return out[:limit], len(out), err[-tail:] if tail else b""
+
+
+def _read_report(path: Path) -> dict[str, Any]:
+    try:
+        data = path.read_bytes()
+        return dict(orjson.loads(data)) if data else {}
+    except (OSError, orjson.JSONDecodeError, TypeError, ValueError):
+        return {}
+
+
+def _archive_file(container: Any, path: str) -> bytes | None:
+    import docker
+
+    try:
+        stream, _ = container.get_archive(path)
+    except docker.errors.NotFound:
+        return None
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.next()
+        if member is None or not member.isfile():
+            return None
+        extracted = tar.extractfile(member)
+        return extracted.read() if extracted else None
+
+
+def evaluator_dirs(files: Mapping[str, Path]) -> dict[str, Path]:
+    """The evaluator's files (tests) by their path inside; each must exist here."""
+    missing = [str(p) for p in files.values() if not p.exists()]
+    if missing:
+        raise ProgramStartError(f"the evaluator's files {missing} do not exist")
+    return dict(files)
+
+
+def _tar(data: Mapping[str, bytes], paths: Mapping[str, Path]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, content in data.items():
+            info = tarfile.TarInfo(name.lstrip("/"))
+            info.size, info.mode = len(content), 0o644
+            tar.addfile(info, io.BytesIO(content))
+        for name, path in paths.items():
+            tar.add(str(path), name.lstrip("/"))
+    return buffer.getvalue()
+
+
+def _copy_into(source: Path, target: Path) -> None:
+    for entry in source.iterdir():
+        destination = target / entry.name
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry), destination)
+        elif entry.is_dir():
+            shutil.copytree(entry, destination, symlinks=True)
+        else:
+            shutil.copy2(entry, destination)
+
+
+def _copy_back(source: Path, target: Path) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, symlinks=True)
+

@@ -1,0 +1,47 @@
+"""Remove what a killed runner left in Docker: containers (and snapshots) it labelled,
+whose controller process is gone.
+
+Every container carries ``agentbolt.controller = host:pid:start-time`` of the process
+that made it. A reaper (run when an executor first starts in a process) removes the
+owner's containers made on this host by a process that no longer exists (or whose pid
+now belongs to another process), and leaves those of live runners and other hosts alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agentbolt.runner.harness.docker.labels import owned
+from agentbolt.runner.harness.owner import controller_id, is_alive
+
+__all__ = ["CONTROLLER", "controller_id", "reap_orphans"]
+
+log = logging.getLogger("agentbolt.runner.harness.docker")
+CONTROLLER = "agentbolt.controller"
+
+
+def reap_orphans(client: Any, owner: str) -> list[str]:
+    """Remove ``owner``'s orphaned containers and snapshot images; their names."""
+    import docker
+
+    removed: list[str] = []
+    for container in client.containers.list(all=True, filters=owned(owner)):
+        if is_alive(container.labels.get(CONTROLLER, "")):
+            continue
+        try:
+            container.remove(force=True, v=True)
+            removed.append(container.name)
+        except docker.errors.NotFound:
+            continue
+    for image in client.images.list(filters=owned(owner)):
+        if not is_alive(image.labels.get(CONTROLLER, "")):
+            try:
+                client.images.remove(image.id, force=True)
+                removed.append(image.short_id)
+            except docker.errors.APIError:
+                continue
+    if removed:
+        log.warning("removed %d container(s)/snapshot(s) left by a runner that is gone: %s", len(removed),
+                    ", ".join(removed))
+    return removed
