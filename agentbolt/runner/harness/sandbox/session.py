@@ -52,6 +52,9 @@ from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_pa
 __all__ = ["SandboxSession"]
 
 _DROPPED_ENV = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "PYTHONPATH")
+_PATH_MAX = 4096
+_NAME_MAX = 255
+"""Linux's limits on a path and on one of its names, in bytes (bubblewrap is Linux-only)."""
 _BACKSTOP_S = 15.0
 """Seconds past the program's wall time before the controller kills the sandbox itself."""
 
@@ -219,7 +222,7 @@ def _absolute_argv(argv: Sequence[str], cwd: str | None, *, executable: bool = T
     base = Path(cwd) if cwd else Path.cwd()
     for i, arg in enumerate(argv):
         candidate = Path(arg) if os.path.isabs(arg) else base / arg
-        if arg and not arg.startswith("-") and ("/" in arg or i > 0) and candidate.exists():
+        if arg and not arg.startswith("-") and ("/" in arg or i > 0) and _names_a_file(candidate):
             out.append(str(candidate.absolute()))
             files.append(candidate.absolute())
             continue
@@ -229,6 +232,20 @@ def _absolute_argv(argv: Sequence[str], cwd: str | None, *, executable: bool = T
                 files.append(Path(found))
         out.append(arg)
     return out, files
+
+
+def _names_a_file(candidate: Path) -> bool:
+    """Whether ``candidate`` is an existing file or directory. An argument that cannot be
+    a path (a task text: longer than ``PATH_MAX``, a run of more than ``NAME_MAX`` bytes
+    without ``/``, a NUL) is text, not asked of the file system; a path the system
+    refuses to look up (too long, not permitted) names no file the sandbox could mount."""
+    raw = os.fsencode(candidate)
+    if len(raw) >= _PATH_MAX or b"\0" in raw or any(len(part) > _NAME_MAX for part in raw.split(b"/")):
+        return False
+    try:
+        return candidate.exists()
+    except OSError:
+        return False
 
 
 def _read_report(fd: int) -> dict[str, Any]:
