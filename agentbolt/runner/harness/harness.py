@@ -68,6 +68,8 @@ from agentbolt.runner.harness.local import (
     ProcessSpec,
     ProgramStartError,
 )
+from agentbolt.runner.harness.profiles import HarnessProfile, ProfileRun, RunContext, get_profile
+from agentbolt.runner.harness.profiles.install import installed_executable
 from agentbolt.runner.harness.reward import (
     Reward,
     RewardFormatError,
@@ -77,6 +79,7 @@ from agentbolt.runner.harness.reward import (
 )
 from agentbolt.runner.harness.sandbox import Sandbox, SandboxSession
 from agentbolt.runner.harness.sandbox.events import SandboxEvent, emit_events
+from agentbolt.runner.harness.sandbox.workspace import write_files
 from agentbolt.tracing.context import AttemptContext, require_context
 from agentbolt.tracing.emitters import emit_annotation, emit_reward
 
@@ -114,6 +117,7 @@ class Harness(LitAgent):
     * ``sandbox`` — a :class:`~agentbolt.runner.harness.sandbox.Sandbox` (its workspace,
       hidden paths, read-only paths, limits); ``True`` (default) is ``Sandbox()``;
       ``False`` runs programs unsandboxed, with this process's rights.
+    * ``profile`` — a real harness run through its profile (made by :meth:`for_`).
     """
 
     def __init__(
@@ -133,6 +137,7 @@ class Harness(LitAgent):
         executor: Executor | None = None,
         name: str | None = None,
         sandbox: Sandbox | bool = True,
+        profile: ProfileRun | None = None,
     ) -> None:
         if concurrency is not None and concurrency < 1:
             raise ValueError(f"concurrency must be at least 1 (or None for no limit), got {concurrency}")
@@ -158,6 +163,38 @@ class Harness(LitAgent):
             weakref.WeakKeyDictionary()
         )
         self._gateways_seen: set[str] = set()
+        self.profile = profile
+
+    @classmethod
+    def for_(
+        cls,
+        harness: str | HarnessProfile,
+        *,
+        task: str,
+        model: str = "agentbolt",
+        executable: str | os.PathLike[str] | None = None,
+        cache: str | os.PathLike[str] | None = None,
+        sandbox: Sandbox | bool = True,
+        **options: Any,
+    ) -> Harness:
+        """A real coding agent, unmodified, as this harness: ``harness`` is a profile's
+        name (``"codex"``, ``"claude-code"``, ``"mini-swe-agent"``, ``"opencode"``,
+        ``"aider"``, ``"openhands"``; see :mod:`agentbolt.runner.harness.profiles`) or a
+        profile with settings of its own. ``task`` is the task text, a template of the
+        task's fields (``"{problem_statement}"``); ``model`` the name it asks the
+        gateway for. The program is the one installed in ``cache`` (default
+        ``$AGENTBOLT_HARNESS_CACHE``) unless ``executable`` names it; the sandbox is
+        given what the profile needs mounted. ``options``: :class:`Harness`'s own
+        (``evaluator``, ``timeout``, ``env``, ...)."""
+        profile = get_profile(harness) if isinstance(harness, str) else harness
+        program = Path(executable).absolute() if executable else installed_executable(
+            profile, Path(cache) if cache else None)
+        if sandbox is True:
+            sandbox = Sandbox()
+        if sandbox:
+            sandbox = sandbox.model_copy(update={"read_only": (*sandbox.read_only, *profile.mounts(program))})
+        options.setdefault("name", f"harness:{profile.name}")
+        return cls([str(program)], sandbox=sandbox, profile=ProfileRun(profile, str(program), task, model), **options)
 
     def __repr__(self) -> str:
         return f"Harness({shlex.join(self.command)!r})"
@@ -211,12 +248,16 @@ class Harness(LitAgent):
             ),
             AGENTBOLT_REWARD_FILE=box.program_reward_file if box else str(reward_file),
         )
+        argv, stdin = render_command(self.command, fields), None
+        if self.profile is not None:
+            argv, stdin = self._launch_profile(self.profile, fields, env, creds, tmp, box)
         env.update(self.env)  # explicit settings win (e.g. another OPENAI_BASE_URL: then calls are not recorded)
         spec = ProcessSpec(
-            argv=render_command(self.command, fields),
+            argv=argv,
             env=env,
             cwd=self.cwd,
             timeout=self.timeout,
+            stdin=stdin,
             stderr_tail_bytes=self.stderr_tail_bytes,
         )
         events: list[SandboxEvent] = []
@@ -260,6 +301,27 @@ class Harness(LitAgent):
                 "(or pass require_reward=False)"
             )
         return
+
+    def _launch_profile(
+        self, run: ProfileRun, fields: dict[str, str], env: dict[str, str], creds: Credentials, tmp: Path,
+        box: SandboxSession | None,
+    ) -> tuple[list[str], bytes | None]:
+        """The profile's command line and stdin for this rollout; its environment goes
+        into ``env`` and its config files into a fresh ``HOME``."""
+        home = box.program_home if box else str(tmp / "home")
+        context = RunContext(
+            openai_base_url=env["OPENAI_BASE_URL"], api_key=creds.token, home=home,
+            workdir=box.program_workspace if box else (self.cwd or os.getcwd()),
+            task_text=render_text(run.task, fields), model=run.model, executable=run.executable,
+        )
+        launch = run.profile.launch(context)
+        if box is not None:
+            box.prepare_home(launch.files)
+        else:
+            write_files(tmp / "home", launch.files)
+        env.update(launch.env)
+        env["HOME"] = home
+        return list(launch.argv), launch.stdin
 
     async def _evaluate(
         self, ctx: AttemptContext, fields: dict[str, str], program: ProcessResult, tmp: Path, box: SandboxSession | None
@@ -351,6 +413,11 @@ class _Fields(dict):
             f"the command template uses {{{key}}} but the task has no field {key!r} (available: {have}); "
             "write {{ and }} for literal braces"
         )
+
+
+def render_text(template: str, fields: Mapping[str, str]) -> str:
+    """Fill ``{placeholders}`` in ``template`` (a task text) from ``fields``."""
+    return render_command([template], fields)[0]
 
 
 def render_command(template: Sequence[str], fields: Mapping[str, str]) -> list[str]:

@@ -13,7 +13,8 @@ from agentbolt.runner.harness.sandbox.session import _absolute_argv
 from agentbolt.types import RolloutStatus
 from runner.harness.helpers import PY, Served, script
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)")
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                 reason="bubblewrap is not installed (apt-get install bubblewrap)")
 
 LONG_WORD = "x" * 10_000
 """More than NAME_MAX (255) bytes without a '/': looking it up as a path is ENAMETOOLONG."""

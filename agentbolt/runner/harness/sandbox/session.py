@@ -31,6 +31,7 @@ from agentbolt.runner.harness.local import (
     ProgramStartError,
 )
 from agentbolt.runner.harness.sandbox.bwrap import (
+    HOME_AT,
     INNER_AT,
     RUN_AT,
     WORKSPACE_AT,
@@ -47,7 +48,7 @@ from agentbolt.runner.harness.sandbox.events import (
     merge,
 )
 from agentbolt.runner.harness.sandbox.proxy import GatewayProxy
-from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns
+from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns, write_files
 
 __all__ = ["SandboxSession"]
 
@@ -88,6 +89,8 @@ class SandboxSession:
         self.program_server_url = f"http://127.0.0.1:{self.inner_port}{parts.path}"
         """The server URL as the program must write it (the relay inside the sandbox)."""
         self._proxy: GatewayProxy | None = None
+        self.home: Path | None = None
+        """The program's prepared home on the host (:meth:`prepare_home`), else None (``HOME=/tmp``)."""
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Self:
@@ -126,12 +129,20 @@ class SandboxSession:
 
     program_reward_file = f"{RUN_AT}/out/reward"
     program_workspace = WORKSPACE_AT
+    program_home = HOME_AT
+
+    def prepare_home(self, files: Mapping[str, str]) -> str:
+        """A writable home for the program with ``files`` (paths relative to it) written
+        in, mounted at :attr:`program_home` and made its ``HOME``; that path."""
+        self.home = write_files(self.run_dir / "home", files)
+        return HOME_AT
 
     def program_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """``env`` as the program gets it inside: no proxies, a home in ``/tmp``."""
+        """``env`` as the program gets it inside: no proxies, a home in ``/tmp`` (or the
+        prepared one)."""
         inner = {k: v for k, v in env.items() if k not in _DROPPED_ENV}
-        inner.update(HOME="/tmp", TMPDIR="/tmp", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
-                     AGENTBOLT_WORKSPACE=WORKSPACE_AT)
+        inner.update(HOME=HOME_AT if self.home is not None else "/tmp", TMPDIR="/tmp", NO_PROXY="127.0.0.1,localhost",
+                     no_proxy="127.0.0.1,localhost", AGENTBOLT_WORKSPACE=WORKSPACE_AT)
         return inner
 
     # ------------------------------------------------------------------ the run
@@ -150,7 +161,7 @@ class SandboxSession:
         masked = [*self.config.mask, *evaluator_files, *([self.source] if self.source else [])]
         limits = self.config.limits
         view = View(read_only=read_only, masked=masked, workspace=self.workspace, run_dir=self.run_dir,
-                    tmp_bytes=limits.tmp_mb << 20 if limits.tmp_mb else None)
+                    tmp_bytes=limits.tmp_mb << 20 if limits.tmp_mb else None, home=self.home)
         read_fd, write_fd = os.pipe()
         limit_values = {
             "wall": spec.timeout,
