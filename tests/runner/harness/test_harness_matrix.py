@@ -61,11 +61,12 @@ REPO = {
 }
 TASK = "The test in test_calc.py fails: add() in calc.py subtracts. Fix calc.py so that the test passes."
 GRADER = """
-    import os, subprocess, sys
+    import os, pathlib, subprocess, sys
     ws = os.environ["AGENTBOLT_WORKSPACE"]
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", ws], cwd=ws,
                           capture_output=True, text=True)
-    sys.stderr.write(done.stdout[-2000:])
+    seen = pathlib.Path(sys.argv[1])  # for the test's messages: what the program printed, what the tests said
+    seen.write_text(sys.stdin.read()[-3000:] + "\\n--- tests ---\\n" + done.stdout[-2000:])
     print(1.0 if done.returncode == 0 else 0.0)
 """
 
@@ -88,11 +89,13 @@ CASES: dict[str, Case] = {
         + tool("bash", command="sed -i 's/a - b/a + b/' calc.py && cat calc.py"),
         "Fixed; submitting.\n" + tool("bash", command="echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
     ]),
+    # one call: aider applies the block itself and, with --message, ends (its system prompt holds example
+    # assistant turns, so the turn count would not tell a second call anyway)
     "aider": Case(Aider(files=("calc.py",)), [
         "calc.py\n```python\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n```\n",
-        "Done.",
     ]),
-    "opencode": Case(OpenCode(), [
+    # a byte per token: its 30k-character prompt is 30k tokens, past a context it would compact
+    "opencode": Case(OpenCode(context_window=200_000), [
         tool("edit", filePath="/workspace/calc.py", oldString="return a - b", newString="return a + b"),
         "Fixed: add() now returns a + b.",
     ], side={"You are a title generator": "Fix add in calc.py"}),
@@ -131,10 +134,12 @@ async def test_the_harness_fixes_the_repo_through_its_own_tools(name: str, tmp_p
     store = MemoryStore()
     started = time.monotonic()
     with serve_in_thread(store, admin_token=ADMIN, gateway=Gateway(engine, GatewayConfig(retry_backoff=0.01))) as url:
-        harness = Harness.for_(case.profile, task=TASK, executable=executable, evaluator=[PY, grader],
-                               server_url=url, timeout=240, sandbox=Sandbox(workspace=repo))
+        seen = tmp_path / "seen.txt"
+        harness = Harness.for_(case.profile, task=TASK, executable=executable, evaluator=[PY, grader, str(seen)],
+                               server_url=url, timeout=120, sandbox=Sandbox(workspace=repo))
         [rollout] = await Served(store, url).run(harness, [{"id": name}], config=RolloutConfig(max_attempts=1))
     wall = time.monotonic() - started
+    (tmp_path / "prompts.txt").write_text("\n\n=====\n\n".join(engine.texts))  # to read when it fails
     attempt = await store.get_attempt(rollout.rollout_id, rollout.latest_attempt_id)
     facts = attempt.metadata.get("harness", {})
     assert rollout.status == RolloutStatus.SUCCEEDED, (attempt.error, facts.get("harness.stderr_tail"))
@@ -148,5 +153,5 @@ async def test_the_harness_fixes_the_repo_through_its_own_tools(name: str, tmp_p
     assert calls and all(c.has_token_ids and not c.failed for c in calls), [(c.agent_name, c.failed) for c in calls]
     assert len(engine.prompts) == len(calls)  # every call the model answered was recorded
     assert samples.samples and sum(s.num_response_tokens for s in samples.samples) > 0
-    assert rollout.reward == 1.0, facts.get("harness.stderr_tail")
+    assert rollout.reward == 1.0, (seen.read_text(), facts.get("harness.stderr_tail"), engine.texts[-1][-2000:])
     assert (repo / "calc.py").read_text() == REPO["calc.py"]  # the fix was made in the rollout's copy

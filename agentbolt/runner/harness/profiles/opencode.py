@@ -27,9 +27,11 @@ LONG_TASK_MESSAGE = "Your task is in the attached file task.md. Do it."
 
 @dataclass(frozen=True)
 class OpenCode(Packaged):
-    """``context_window``/``max_output_tokens``: the model's limits as opencode is told them."""
+    """``context_window``/``max_output_tokens``: the model's limits as opencode is told
+    them (its own prompt is about 7k tokens; past the window it compacts the history with
+    a summarisation call, every turn)."""
 
-    context_window: int = 8192
+    context_window: int = 32768
     max_output_tokens: int = 1024
     title: str = "agentbolt rollout"
 
