@@ -31,6 +31,7 @@ __all__ = [
     "TOKEN_PREFIX",
     "TokenScope",
     "mint_scoped_token",
+    "rollout_anthropic_base_url",
     "rollout_base_url",
     "verify_token",
 ]
@@ -50,6 +51,14 @@ def rollout_base_url(server_url: str, rollout_id: str, attempt_id: str) -> str:
     """
     rid, aid = quote(rollout_id, safe=""), quote(attempt_id, safe="")
     return f"{server_url.rstrip('/')}/rollout/{rid}/attempt/{aid}/v1"
+
+
+def rollout_anthropic_base_url(server_url: str, rollout_id: str, attempt_id: str) -> str:
+    """The Anthropic base URL of the attempt (Anthropic clients add ``/v1/messages``
+    themselves): ``ANTHROPIC_BASE_URL = rollout_anthropic_base_url(server_url, rid, aid)``,
+    with the scoped token as ``ANTHROPIC_API_KEY`` (sent as ``x-api-key``) or
+    ``ANTHROPIC_AUTH_TOKEN`` (sent as ``Authorization: Bearer``)."""
+    return rollout_base_url(server_url, rollout_id, attempt_id).removesuffix("/v1")
 
 
 @dataclass(frozen=True, slots=True)

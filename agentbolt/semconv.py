@@ -223,7 +223,13 @@ LLM_CONVERSATION_START = "agentbolt.llm.conversation_start"
 """Where the conversation starts in the recorded messages (1 after an ``instructions``
 system message, which a later call does not inherit)."""
 LLM_API = "agentbolt.llm.api"
-"""The API the agent called when the gateway translated it (``responses``)."""
+"""The API the agent called when the gateway translated it (``responses``, ``messages``:
+Anthropic's Messages API)."""
+LLM_DROPPED_TOOLS = "agentbolt.llm.dropped_tools"
+"""The tools of the request the engine cannot run and the gateway left out of the prompt
+(hosted/server tools such as ``web_search``), as a list of their type (and name) strings."""
+LLM_MESSAGE_ID = "agentbolt.llm.message_id"
+"""The Anthropic Messages API id of the call's answer (``msg_…``)."""
 
 # --- model calls: what other instrumentations write (read) -----------------------------
 OI_SPAN_KIND = "openinference.span.kind"

@@ -166,6 +166,27 @@ def server(
             show_default=False,
         ),
     ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens",
+            min=1,
+            help="The limit of a call that sets none (default: all the room the context leaves after the prompt).",
+            rich_help_panel=_GATEWAY,
+            show_default=False,
+        ),
+    ] = None,
+    context_length: Annotated[
+        int | None,
+        typer.Option(
+            "--context-length",
+            min=2,
+            help="The context window in tokens: transformers engine, at most the model's (its default); vllm engine "
+            "with --tokenizer, the server's --max-model-len. Longer prompts get a 400 (context_length_exceeded).",
+            rich_help_panel=_GATEWAY,
+            show_default=False,
+        ),
+    ] = None,
     train_temperature: Annotated[
         float | None,
         typer.Option(
@@ -190,7 +211,7 @@ def server(
     """Serve a store over HTTP until interrupted (Ctrl-C); with --engine, also the model gateway."""
     gateway = _gateway_spec(
         engine, engine_url, engine_model, engine_api_key, model_path, device, train_temperature, val_temperature,
-        dtype=dtype, tool_parser=tool_parser, tokenizer=tokenizer,
+        dtype=dtype, tool_parser=tool_parser, tokenizer=tokenizer, max_tokens=max_tokens, context_length=context_length,
     )
     if workers > 1:
         _check_workers(workers, store, gateway is not None)
@@ -333,6 +354,8 @@ def _gateway_spec(
     dtype: str = "float32",
     tool_parser: str | None = None,
     tokenizer: str | None = None,
+    max_tokens: int | None = None,
+    context_length: int | None = None,
 ) -> GatewaySpec | None:
     """The gateway the options describe (None without --engine); usage errors say what to add."""
     if engine is None:
@@ -346,6 +369,8 @@ def _gateway_spec(
                 ("--val-temperature", val_temperature),
                 ("--tool-parser", tool_parser),
                 ("--tokenizer", tokenizer),
+                ("--max-tokens", max_tokens),
+                ("--context-length", context_length),
             )
             if value is not None
         ]
@@ -375,7 +400,8 @@ def _gateway_spec(
         return GatewaySpec(
             engine=EngineSpec(
                 kind=engine.value, url=url, model=model, api_key=api_key, path=model_path, device=device,
-                dtype=dtype, tool_parser=tool_parser, tokenizer=tokenizer,
+                dtype=dtype, tool_parser=tool_parser, tokenizer=tokenizer, max_tokens=max_tokens,
+                context_length=context_length,
             ),
             config=GatewayConfig(sampling=sampling),
         )

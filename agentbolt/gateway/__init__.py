@@ -12,6 +12,7 @@ Quick start::
     # the program under training gets
     #   OPENAI_BASE_URL = rollout_base_url(server_url, rollout_id, attempt_id)
     #   OPENAI_API_KEY  = the attempt's scoped token (Claim.token)
+    # (an Anthropic client: ANTHROPIC_BASE_URL = rollout_anthropic_base_url(...), ANTHROPIC_API_KEY = the token)
 
 In another process (the server the trainer starts, ``agentbolt server --engine ...``) a
 gateway is described by a :class:`GatewaySpec` (engine kind, URL or model path, settings)
@@ -28,7 +29,7 @@ from agentbolt.gateway.gateway import Gateway, GatewayPausedError
 from agentbolt.gateway.http_engines import OpenAIEngine, VLLMEngine
 from agentbolt.gateway.policies import PolicyEngines
 from agentbolt.gateway.spec import EngineSpec, GatewaySpec
-from agentbolt.scoped import rollout_base_url
+from agentbolt.scoped import rollout_anthropic_base_url, rollout_base_url
 
 __all__ = [
     "Engine",
@@ -45,5 +46,6 @@ __all__ = [
     "RemoteGateway",
     "VLLMEngine",
     "engine_app",
+    "rollout_anthropic_base_url",
     "rollout_base_url",
 ]

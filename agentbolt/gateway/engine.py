@@ -69,6 +69,10 @@ class Engine(abc.ABC):
     tokenizer: Any = None
     #: the tool-call parser's name (:data:`agentbolt.gateway.tools.PARSERS`); None: from the chat template
     tool_parser: str | None = None
+    #: the model's context window in tokens, where known: with a ``tokenizer`` the gateway
+    #: refuses a prompt that leaves no room in it (400 ``context_length_exceeded``, recorded)
+    #: before the engine is called; None: the engine's server decides
+    context_length: int | None = None
 
     @property
     def n_replicas(self) -> int:

@@ -44,6 +44,8 @@ class OpenAIEngine(Engine):
 
     ``model`` — when given, every call is sent for this model whatever the agent named
     (agents often hard-code a model name). ``api_key`` — sent as a bearer token.
+    ``max_tokens`` — sent with a call that sets no limit (None: the server's default,
+    for vLLM what the context leaves).
     """
 
     name = "openai"
@@ -58,12 +60,14 @@ class OpenAIEngine(Engine):
         timeout: float = 300.0,
         max_connections: int = 256,
         headers: dict[str, str] | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls:
             raise ValueError("give at least one base URL, e.g. 'http://127.0.0.1:8000/v1'")
         self.base_urls = [u.rstrip("/") for u in urls]
         self.model = model
+        self.default_max_tokens = max_tokens
         self.timeout = timeout
         self.max_connections = max_connections
         self._headers = {"content-type": "application/json", **(headers or {})}
@@ -110,6 +114,9 @@ class OpenAIEngine(Engine):
         model = self._served_model()
         if model is not None and body.get("model") != model:
             body = {**body, "model": model}
+        if self.default_max_tokens is not None and body.get("max_tokens") is None and body.get(
+                "max_completion_tokens") is None:
+            body = {**body, "max_tokens": self.default_max_tokens}
         return orjson.dumps(body)
 
     async def _on_own_loop(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -198,6 +205,8 @@ class VLLMEngine(OpenAIEngine):
     ``/v1/completions``, parses tool calls with ``tool_parser`` (default: read from the chat
     template) and builds each prompt from the attempt's earlier token ids. Without it,
     chat calls go to vLLM's ``/v1/chat/completions`` as sent (vLLM templates and parses).
+    ``context_length`` (the server's ``--max-model-len``; with ``tokenizer``): a prompt
+    that leaves no room in it is refused by the gateway (400) without a call to vLLM.
     """
 
     name = "vllm"
@@ -207,8 +216,9 @@ class VLLMEngine(OpenAIEngine):
 
     def __init__(self, base_url: str | Sequence[str], *, policy_version: int | None = None,
                  lora_name: str = "agentbolt-lora", tokenizer: Any = None, tool_parser: str | None = None,
-                 **kw: Any) -> None:
+                 context_length: int | None = None, **kw: Any) -> None:
         super().__init__(base_url, **kw)
+        self.context_length = context_length
         # with the policy's tokenizer the gateway templates chats itself and sends token ids to
         # /v1/completions (tool calls parsed by agentbolt, token-exact history)
         self.tokenizer = load_tokenizer(tokenizer) if tokenizer is not None else None

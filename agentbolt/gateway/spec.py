@@ -48,8 +48,14 @@ class EngineSpec(BaseModel):
       directory ``path`` (or ``"smollm2"``: the offline SmolLM2-135M-Instruct), with
       ``max_batch_size``, ``batch_window_ms``, ``num_threads``, ``device`` (``"cpu"``,
       ``"cuda"``), ``dtype`` (of the served weights; a trainer in another dtype recomputes
-      π_old) and ``max_tokens`` (when a request sets none). Needs torch and
-      transformers (``pip install 'agentbolt[torch]'``).
+      π_old). Needs torch and transformers (``pip install 'agentbolt[torch]'``).
+    * ``max_tokens``: the limit of a call that sets none (any kind; default None: all the
+      room the context leaves after the prompt — an agent such as Codex sends no limit,
+      and a fixed cut ends its episodes as ``incomplete``). ``context_length``: the
+      context window in tokens — transformers: at most the model's
+      ``max_position_embeddings`` (the default); vllm (with ``tokenizer``): the server's
+      ``--max-model-len``. A prompt that leaves no room in it is a 400 in the API's own
+      error shape (``context_length_exceeded``), recorded on the call's span.
     * ``tool_parser``: how the model writes tool calls (``hermes``, ``llama3_json``,
       ``xlam``; default: read from the chat template). ``tokenizer`` (vLLM only): the
       served model's tokenizer directory or Hub name — the gateway then templates chats
@@ -69,7 +75,8 @@ class EngineSpec(BaseModel):
     num_threads: int | None = Field(default=None, ge=1)
     device: str = "cpu"
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    max_tokens: int = Field(default=512, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    context_length: int | None = Field(default=None, ge=2)
     tokenizer: str | None = None
     tool_parser: str | None = None
 
@@ -86,6 +93,9 @@ class EngineSpec(BaseModel):
             if self.kind == "openai" and (self.tokenizer or self.tool_parser):
                 raise ValueError("an openai engine answers chat itself: tokenizer= and tool_parser= are for the "
                                  "vllm and transformers engines")
+            if self.context_length is not None and not self.tokenizer:
+                raise ValueError(f"context_length= needs the gateway to count prompt tokens: give the {self.kind} "
+                                 "engine tokenizer= (vllm), or leave the context to the engine's server")
         elif self.tokenizer is not None:
             raise ValueError("tokenizer= is for the vllm engine; the transformers engine uses its model's own")
         elif not self.path:
@@ -107,8 +117,10 @@ class EngineSpec(BaseModel):
             assert self.url is not None
             if self.kind == "vllm":
                 return VLLMEngine(self.url, api_key=self.api_key, model=self.model, timeout=self.timeout,
-                                  tokenizer=self.tokenizer, tool_parser=self.tool_parser)
-            return OpenAIEngine(self.url, api_key=self.api_key, model=self.model, timeout=self.timeout)
+                                  tokenizer=self.tokenizer, tool_parser=self.tool_parser,
+                                  context_length=self.context_length, max_tokens=self.max_tokens)
+            return OpenAIEngine(self.url, api_key=self.api_key, model=self.model, timeout=self.timeout,
+                                max_tokens=self.max_tokens)
         return self._transformers()
 
     def _transformers(self) -> Engine:
@@ -144,6 +156,7 @@ class EngineSpec(BaseModel):
                 device=self.device,
                 dtype=getattr(torch, self.dtype),
                 default_max_tokens=self.max_tokens,
+                context_length=self.context_length,
                 tool_parser=self.tool_parser,
                 **kwargs,
             )

@@ -6,7 +6,9 @@ template (:mod:`.chat_template`), send the prompt token ids to the engine's
 parsed from the text (:mod:`.tools`), ``finish_reason: "tool_calls"``, chat-shaped
 logprobs, the engine's token ids. Streams become chat chunks, with tool calls sent as
 tool-call deltas once complete. With an :class:`~.history.AttemptHistory` the prompt of
-a call that continues an earlier call of its attempt reuses that call's token ids.
+a call that continues an earlier call of its attempt reuses that call's token ids. A
+prompt that leaves no room in the engine's ``context_length`` is refused (400,
+``context_length_exceeded``) before the engine is called.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentbolt.gateway.chat_template import ChatTemplate, ToolMode, keep_first_call
-from agentbolt.gateway.engine import Engine
+from agentbolt.gateway.engine import Engine, EngineError
 from agentbolt.gateway.history import AttemptHistory, Turn, message_key
 from agentbolt.gateway.tools import ParsedOutput, ToolCallStream, call_deltas
 from agentbolt.semconv import LLM_PROMPT_SOURCE
@@ -75,6 +77,9 @@ class TokenChat:
             source = self.history.count(attempt, keys, turn if prompt is not None else None)
         if prompt is None:
             prompt = self.template.prompt_ids(body, mode)
+        limit = self.engine.context_length
+        if limit is not None and len(prompt) >= limit:
+            raise _too_long(len(prompt), limit)
         out = {k: body[k] for k in _PASSED if k in body}
         if body.get("max_completion_tokens") is not None:
             out["max_tokens"] = body["max_completion_tokens"]
@@ -195,6 +200,15 @@ class TokenChat:
             close = getattr(pieces, "aclose", None)
             if close is not None:
                 await close()
+
+
+def _too_long(n: int, limit: int) -> EngineError:
+    """A 400 for a prompt that leaves the answer no room (worded as Anthropic words it,
+    coded as OpenAI codes it, so both kinds of client recognise it)."""
+    message = (f"prompt is too long: {n} tokens > {limit - 1} maximum (the model's context window is {limit} tokens "
+               "and the answer needs at least one): shorten the conversation, or serve a model with a longer context")
+    return EngineError(400, message, {"error": {"message": message, "type": "invalid_request_error",
+                                                "param": "messages", "code": "context_length_exceeded"}})
 
 
 def _chat_id(answer: dict[str, Any]) -> str:

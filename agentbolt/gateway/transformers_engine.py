@@ -86,7 +86,10 @@ class TransformersEngine(Engine):
     ``max_batch_size`` rows share each forward pass; requests arriving within
     ``batch_window_ms`` of each other on an idle engine start together, later ones join at
     the next step (``scheduler="per-batch"``: at the next batch).
-    ``default_max_tokens`` applies when a request sets none. ``scheduler``: ``"auto"``
+    ``default_max_tokens`` applies when a request sets none (None: all the room the context
+    leaves after the prompt). ``context_length``: the context window in tokens (default and
+    most: the model's ``max_position_embeddings``); a prompt that leaves no room in it is a
+    400 (``context_length_exceeded``). ``scheduler``: ``"auto"``
     (continuous batching where the model is Llama-shaped, else per batch) or
     ``"per-batch"``. ``prefix_cache_tokens`` bounds the cached prefixes' K/V (continuous
     scheduler; ~46 KB per token for SmolLM2-135M in fp32).
@@ -99,7 +102,8 @@ class TransformersEngine(Engine):
 
     def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 8, batch_window_ms: float = 5,
                  device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
-                 model_name: str | None = None, default_max_tokens: int = 512,
+                 model_name: str | None = None, default_max_tokens: int | None = None,
+                 context_length: int | None = None,
                  num_threads: int | None = None, tool_parser: str | None = None,
                  scheduler: Literal["auto", "per-batch"] = "auto", prefix_cache_tokens: int = 8192) -> None:
         if max_batch_size < 1:
@@ -111,8 +115,16 @@ class TransformersEngine(Engine):
         self.chat = TokenChat(self, tokenizer, tool_parser)  # raises for a tokenizer without a chat template
         self.tool_parser = self.chat.template.parser_name
         self.model_name = model_name or getattr(model.config, "_name_or_path", None) or "local-model"
+        if default_max_tokens is not None and default_max_tokens < 1:
+            raise ValueError(f"default_max_tokens must be >= 1 (or None: what the context leaves), got "
+                             f"{default_max_tokens}")
         self.default_max_tokens = default_max_tokens
-        self.max_model_len = int(getattr(model.config, "max_position_embeddings", 2048))
+        window = int(getattr(model.config, "max_position_embeddings", 2048))
+        if context_length is not None and not 1 < context_length <= window:
+            raise ValueError(f"context_length must be in [2, {window}] (the model's max_position_embeddings), got "
+                             f"{context_length}")
+        self.max_model_len = context_length or window
+        self.context_length = self.max_model_len
         eos: set[int] = set()
         for source in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
             if isinstance(source, int):

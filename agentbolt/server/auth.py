@@ -1,5 +1,8 @@
 """Who may call the API, and what a rollout-scoped token may do.
 
+The token comes as ``Authorization: Bearer <token>`` or, as Anthropic clients send
+their key, ``x-api-key: <token>`` (``Authorization`` wins when both are sent).
+
 Two kinds of caller:
 
 * **admin** — holds the server's admin token (or anyone, when the server has none and
@@ -138,11 +141,14 @@ class AuthMiddleware:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
             await self.app(scope, receive, send)
             return
-        authorization = None
+        authorization = api_key = None
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization = value.decode("latin-1")
-                break
+            elif name == b"x-api-key":  # how Anthropic clients send their key (ANTHROPIC_API_KEY)
+                api_key = value.decode("latin-1").strip()
+        if authorization is None and api_key:
+            authorization = f"Bearer {api_key}"
         if authorization is None and self.admin_token is None:
             scope[PRINCIPAL_KEY] = ADMIN
             await self.app(scope, receive, send)
@@ -154,12 +160,21 @@ class AuthMiddleware:
             headers = [(b"content-type", b"application/json")]
             if exc.status_code == 401:
                 headers.append((b"www-authenticate", b"Bearer"))
-            body = orjson.dumps({"error": exc.to_dict()})
+            if _anthropic_path(scope["path"]):  # Anthropic clients read {"type": "error", "error": {...}}
+                kind = "authentication_error" if exc.status_code == 401 else "permission_error"
+                body = orjson.dumps({"type": "error", "error": {"type": kind, "message": exc.message}})
+            else:
+                body = orjson.dumps({"error": exc.to_dict()})
             headers.append((b"content-length", str(len(body)).encode()))
             await send({"type": "http.response.start", "status": exc.status_code, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
         await self.app(scope, receive, send)
+
+
+def _anthropic_path(path: str) -> bool:
+    """A route of Anthropic's Messages API (its errors take that API's shape)."""
+    return path.endswith(("/v1/messages", "/v1/messages/count_tokens"))
 
 
 def principal_of(scope: Scope) -> Principal:

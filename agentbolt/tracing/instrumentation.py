@@ -1,7 +1,7 @@
 """Auto-instrumentation of the model clients and agent frameworks people use.
 
 agentbolt switches on the OpenInference instrumentors (``openinference-instrumentation-openai``,
-``-langchain``, ``-litellm``, ``-openai-agents``, ``-autogen-agentchat``, ``-crewai``),
+``-anthropic``, ``-langchain``, ``-litellm``, ``-openai-agents``, ``-autogen-agentchat``, ``-crewai``),
 bound to agentbolt's process-wide TracerProvider, so their spans reach the rollout
 they belong to. Each is switched on once per process, when its library is imported —
 right away if it already is — so a library that is installed but unused costs no
@@ -43,6 +43,7 @@ normalises the span: its flattened copies of messages and tools would only cost 
 
 LIBRARIES: tuple[_Library, ...] = (
     _Library("openai", "openinference.instrumentation.openai:OpenAIInstrumentor", _RAW_JSON_IS_ENOUGH),
+    _Library("anthropic", "openinference.instrumentation.anthropic:AnthropicInstrumentor"),
     _Library("langchain_core", "openinference.instrumentation.langchain:LangChainInstrumentor"),
     _Library("litellm", "openinference.instrumentation.litellm:LiteLLMInstrumentor"),
     _Library("agents", "openinference.instrumentation.openai_agents:OpenAIAgentsInstrumentor"),
@@ -50,7 +51,8 @@ LIBRARIES: tuple[_Library, ...] = (
     _Library("crewai", "openinference.instrumentation.crewai:CrewAIInstrumentor"),
 )
 """What agentbolt instruments when installed: the ``openai`` client (sync, async, chat
-completions, completions, responses, streaming, tool calls), LangChain and LangGraph
+completions, completions, responses, streaming, tool calls), the ``anthropic`` client
+(Messages, streaming, tool use; package ``openinference-instrumentation-anthropic``), LangChain and LangGraph
 (through ``langchain_core``), LiteLLM, and the agent frameworks whose spans name the
 agent of each model call: the OpenAI Agents SDK (``agents``, package
 ``openinference-instrumentation-openai-agents``), AutoGen AgentChat

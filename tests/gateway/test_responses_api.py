@@ -113,8 +113,6 @@ def test_errors_in_the_responses_shape(world: GatewayWorld) -> None:
     with pytest.raises(openai.NotFoundError) as err:
         client.responses.create(model="policy", input="hi", previous_response_id="resp_unknown")
     assert err.value.code == "previous_response_not_found" and err.value.param == "previous_response_id"
-    with pytest.raises(openai.BadRequestError, match="only function tools"):
-        client.responses.create(model="policy", input="hi", tools=[{"type": "web_search"}])
     other = world.claim()  # a response of another attempt is not this attempt's history
     first = client.responses.create(model="policy", input="hi")
     other_client = openai.OpenAI(base_url=other.base_url, api_key=other.token)
@@ -163,3 +161,65 @@ def test_an_engine_that_only_speaks_chat() -> None:
         events = list(client.responses.create(model="policy", input=QUESTION, tools=TOOLS, stream=True))
         assert events[-1].type == "response.completed"
         world.admin.close()
+
+
+def test_hosted_tools_are_dropped_and_recorded(world: GatewayWorld, engine: ScriptedEngine) -> None:
+    a = world.claim()
+    client = openai.OpenAI(base_url=a.base_url, api_key=a.token)
+    hosted = [{"type": "web_search", "external_web_access": True}, {"type": "file_search", "vector_store_ids": ["v"]},
+              {"type": "custom", "name": "apply_patch", "format": {"type": "text"}}]
+    answer = client.responses.create(model="policy", input=QUESTION, tools=[*TOOLS, *hosted])  # type: ignore[list-item]
+    assert answer.status == "completed" and answer.output[0].type == "function_call"
+    assert [t.type for t in answer.tools] == ["function", "web_search", "file_search", "custom"]  # echoed as sent
+    (span,) = world.spans(a.rollout_id, 1)
+    assert span["attributes"]["agentbolt.llm.dropped_tools"] == ["web_search", "file_search", "custom:apply_patch"]
+    request = json.loads(span["attributes"]["agentbolt.llm.request"])
+    assert [t["function"]["name"] for t in request["tools"]] == ["add"]
+    assert "web_search" not in engine.tokenizer.decode(engine.prompts[0])
+    only_hosted = client.responses.create(model="policy", input="hi", tools=hosted[:1],  # type: ignore[list-item]
+                                          tool_choice="auto")
+    assert only_hosted.status == "completed"  # no tools left: a plain answer, not a 400
+    assert "tools" not in json.loads(world.spans(a.rollout_id, 2)[1]["attributes"]["agentbolt.llm.request"])
+
+
+NAMESPACE = {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
+    {"type": "function", "name": "spawn_agent", "description": "Start a sub-agent", "strict": False,
+     "parameters": {"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]}},
+    {"type": "function", "name": "add", "description": "Another add", "parameters": {"type": "object"}}]}
+SPAWN = '<tool_call>\n{"name": "spawn_agent", "arguments": {"task": "look"}}\n</tool_call>'
+
+
+def test_namespace_tools_are_flattened_and_calls_mapped_back(world: GatewayWorld, engine: ScriptedEngine) -> None:
+    engine.replies = [SPAWN, '<tool_call>\n{"name": "multi_agent_v1__add", "arguments": {}}\n</tool_call>', "ok"]
+    a = world.claim()
+    client = openai.OpenAI(base_url=a.base_url, api_key=a.token)
+    tools = [*TOOLS, NAMESPACE]
+    first = client.responses.create(model="policy", input=QUESTION, tools=tools)  # type: ignore[list-item]
+    (call,) = first.output
+    raw = call.model_dump()
+    assert raw["name"] == "spawn_agent" and raw["namespace"] == "multi_agent_v1"
+    request = json.loads(world.spans(a.rollout_id, 1)[0]["attributes"]["agentbolt.llm.request"])
+    # a name two tools share is told apart by its namespace; the others keep their own
+    assert [t["function"]["name"] for t in request["tools"]] == ["add", "spawn_agent", "multi_agent_v1__add"]
+    history = [{"role": "user", "content": QUESTION}, call.model_dump(exclude_none=True),
+               {"type": "function_call_output", "call_id": call.call_id, "output": "started"}]
+    with client.responses.stream(model="policy", input=history, tools=tools) as stream:  # type: ignore[arg-type]
+        final = stream.get_final_response()
+    (second,) = final.output
+    assert second.model_dump()["name"] == "add" and second.model_dump()["namespace"] == "multi_agent_v1"
+    s2 = world.spans(a.rollout_id, 2)[1]
+    assert s2["attributes"]["agentbolt.llm.prompt_source"] == "token_exact"  # the call sent back renders as sampled
+    assert json.loads(s2["attributes"]["agentbolt.llm.request"])["messages"][1]["tool_calls"][0]["function"][
+        "name"] == "spawn_agent"
+
+
+def test_a_responses_websocket_is_refused_with_426(world: GatewayWorld) -> None:
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    a = world.claim()
+    with pytest.raises(InvalidStatus) as refused:
+        connect(a.base_url.replace("http://", "ws://") + "/responses",
+                additional_headers={"Authorization": f"Bearer {a.token}"})
+    assert refused.value.response.status_code == 426
+    assert json.loads(refused.value.response.body)["error"]["code"] == "websocket_not_supported"

@@ -133,8 +133,10 @@ def test_server_with_the_transformers_engine_records_the_engines_token_ids(tmp_p
     if not isinstance(expected_prompt, list):  # newer transformers return a BatchEncoding
         expected_prompt = expected_prompt["input_ids"]
 
+    context = len(expected_prompt) + 20
     with agentbolt_server(
-        tmp_path, "--engine", "transformers", "--model-path", str(model_dir), "--train-temperature", "1.0"
+        tmp_path, "--engine", "transformers", "--model-path", str(model_dir), "--train-temperature", "1.0",
+        "--context-length", str(context),
     ) as url, admin_client(url) as admin:
         aid, token = claim(admin, "ro-tiny", "train")
         response = httpx.post(
@@ -146,6 +148,15 @@ def test_server_with_the_transformers_engine_records_the_engines_token_ids(tmp_p
         assert response.status_code == 200, response.text
         answer = response.json()
         span = model_call_span(admin, "ro-tiny")
+        # no limit asked: the answer may fill what the context leaves (not a fixed default)
+        unlimited = httpx.post(rollout_base_url(url, "ro-tiny", aid) + "/chat/completions",
+                               headers={"Authorization": f"Bearer {token}"}, timeout=60,
+                               json={"model": "tiny", "messages": messages, "ignore_eos": True, "seed": 2})
+        assert unlimited.json()["usage"]["completion_tokens"] == context - len(expected_prompt)
+        too_long = httpx.post(rollout_base_url(url, "ro-tiny", aid) + "/chat/completions",
+                              headers={"Authorization": f"Bearer {token}"}, timeout=60,
+                              json={"model": "tiny", "messages": [{"role": "user", "content": "x" * context}]})
+        assert too_long.status_code == 400 and too_long.json()["error"]["code"] == "context_length_exceeded"
     assert span["agentbolt.llm.engine"] == "transformers"
     assert span["agentbolt.llm.token_ids_source"] == "engine"
     assert list(span["agentbolt.llm.prompt_token_ids"]) == list(expected_prompt)
@@ -171,6 +182,8 @@ def run_cli(*args: str) -> tuple[int, str]:
         (["--engine", "transformers", "--model-path", "m", "--engine-url", "http://x/v1"], "--engine-url is for"),
         (["--engine-url", "http://x/v1"], "add --engine"),
         (["--val-temperature", "0"], "add --engine"),
+        (["--max-tokens", "64"], "add --engine"),
+        (["--engine", "openai", "--engine-url", "http://x/v1", "--context-length", "4096"], "give the openai engine"),
     ],
 )
 def test_engine_options_that_cannot_work_are_usage_errors(args: Sequence[str], says: str) -> None:

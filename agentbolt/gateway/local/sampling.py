@@ -39,9 +39,11 @@ def _bad(message: str, param: str) -> EngineError:
 
 
 def parse_sampling(
-    body: dict[str, Any], *, default_max_tokens: int, room: int, top_logprobs: int = 0
+    body: dict[str, Any], *, default_max_tokens: int | None, room: int, top_logprobs: int = 0
 ) -> SamplingParams:
-    """Validate the sampling fields of ``body``; ``room`` is how many tokens fit after the prompt."""
+    """Validate the sampling fields of ``body``; ``room`` is how many tokens fit after the
+    prompt. A request that sets no ``max_tokens`` gets ``default_max_tokens``, or with
+    None all the room the context leaves; a limit past the room is cut to it."""
     n = body.get("n", 1)
     if n not in (None, 1):
         raise _bad(f"the transformers engine generates one choice per request (n=1), got n={n!r}; "
@@ -49,12 +51,13 @@ def parse_sampling(
     if body.get("best_of") not in (None, 1):
         raise _bad("best_of is not supported by the transformers engine; leave it unset", "best_of")
     if room <= 0:
-        raise _bad("the prompt fills the model's context window; shorten it", "messages")
+        raise _bad("the prompt fills the model's context window: shorten the conversation (the answer needs at "
+                   "least one token of room)", "messages")
     max_tokens = body.get("max_completion_tokens")
     if max_tokens is None:
         max_tokens = body.get("max_tokens")
     if max_tokens is None:
-        max_tokens = default_max_tokens
+        max_tokens = default_max_tokens if default_max_tokens is not None else room
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise _bad(f"max_tokens must be a positive integer, got {max_tokens!r}", "max_tokens")
     temperature = body.get("temperature")

@@ -4,7 +4,8 @@ The request becomes a chat request (:mod:`.translate`) holding the whole convers
 with ``previous_response_id``, the stored conversation of that response first
 (:mod:`.log`) — and goes through :meth:`Gateway.complete` / :meth:`Gateway.open_chunks`
 like any chat call: forced sampling, token ids and logprobs, token-exact history, one
-span, whose request is the full chat request. The answer comes back as a Response object
+span, whose request is the full chat request (tools the engine cannot run are left out
+and named in ``agentbolt.llm.dropped_tools``: :mod:`.tools`). The answer comes back as a Response object
 or as Responses events (:mod:`.events`).
 """
 
@@ -24,6 +25,7 @@ from agentbolt.gateway.responses.log import (
     ResponseLog,
 )
 from agentbolt.gateway.responses.translate import chat_request, completed_response
+from agentbolt.semconv import LLM_DROPPED_TOOLS
 
 if TYPE_CHECKING:
     from agentbolt.gateway.origin import CallOrigin
@@ -81,10 +83,12 @@ async def create_response(gateway: ChatGateway, body: dict[str, Any], rollout_id
         if found is None:
             raise _not_found(previous)
         history = found
-    chat = chat_request(body, history)
+    chat, tools = chat_request(body, history)
     response_id = new_id("resp")
     start = 1 if chat["messages"] and body.get("instructions") else 0
     attributes: dict[str, Any] = {API: "responses", RESPONSE_ID: response_id, CONVERSATION_START: start}
+    if tools.dropped:
+        attributes[LLM_DROPPED_TOOLS] = tools.dropped
     if previous is not None:
         attributes[PREVIOUS_RESPONSE_ID] = previous
     key = (rollout_id, attempt_id, response_id)
@@ -96,8 +100,8 @@ async def create_response(gateway: ChatGateway, body: dict[str, Any], rollout_id
     if body.get("stream"):
         chunks = await gateway.open_chunks("chat", {**chat, "stream": True}, rollout_id, attempt_id, origin,
                                            attributes)
-        return ResponsesStream(body, response_id, remember).events(chunks)
+        return ResponsesStream(body, response_id, remember, tools).events(chunks)
     answer = await gateway.complete("chat", chat, rollout_id, attempt_id, origin, attributes)
-    response = completed_response(body, response_id, answer)
+    response = completed_response(body, response_id, answer, tools)
     remember(((answer.get("choices") or [{}])[0]).get("message") or {}, response)
     return response

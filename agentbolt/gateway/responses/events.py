@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-from agentbolt.gateway.responses.items import new_id
+from agentbolt.gateway.responses.items import function_call_item, new_id
+from agentbolt.gateway.responses.tools import ToolSet
 from agentbolt.gateway.responses.translate import response_object
 
 __all__ = ["ResponsesStream"]
@@ -28,8 +29,11 @@ class ResponsesStream:
     final Response object at the end."""
 
     def __init__(self, body: dict[str, Any], response_id: str,
-                 on_done: Callable[[dict[str, Any], dict[str, Any]], None] | None = None) -> None:
+                 on_done: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
+                 tools: ToolSet | None = None) -> None:
         self.body = body
+        self.tools = tools or ToolSet()
+        self._prompt_names: dict[int, str] = {}  # chat tool-call index -> the name the prompt shows
         self.response_id = response_id
         self.on_done = on_done
         self._seq = 0
@@ -127,14 +131,18 @@ class ResponsesStream:
         item = self._calls.get(index)
         if item is None:
             out += self._close_text()
-            item = {"type": "function_call", "id": new_id("fc"), "call_id": call.get("id") or new_id("call"),
-                    "name": fn.get("name") or "", "arguments": "", "status": "in_progress"}
+            self._prompt_names[index] = fn.get("name") or ""
+            item = function_call_item(new_id("fc"), call.get("id") or new_id("call"), self._prompt_names[index], "",
+                                      "in_progress", self.tools)
             self._calls[index] = item
             self._items.append(item)
             out.append(self._event("response.output_item.added", output_index=len(self._items) - 1,
                                    item={**item}))
         elif fn.get("name"):
-            item["name"] += fn["name"]
+            self._prompt_names[index] += fn["name"]
+            namespace, item["name"] = self.tools.origin(self._prompt_names[index])
+            if namespace is not None:
+                item["namespace"] = namespace
         if fn.get("arguments"):
             item["arguments"] += fn["arguments"]
             out.append(self._event("response.function_call_arguments.delta", item_id=item["id"],
@@ -147,8 +155,9 @@ class ResponsesStream:
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if self._calls:
             message["tool_calls"] = [
-                {"id": c["call_id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                for c in self._calls.values()
+                {"id": c["call_id"], "type": "function",
+                 "function": {"name": self._prompt_names[i], "arguments": c["arguments"]}}
+                for i, c in self._calls.items()
             ]
         return message
 

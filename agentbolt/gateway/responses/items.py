@@ -8,7 +8,8 @@ recognises an earlier answer (token-exact history). ``developer`` is ``system`` 
 template. Reasoning items carry nothing a chat template renders and are skipped.
 
 Output: the chat answer's text becomes a ``message`` item, each tool call a
-``function_call`` item whose ``call_id`` is the chat tool call's id.
+``function_call`` item whose ``call_id`` is the chat tool call's id. Tool names are
+mapped through the request's :class:`~.tools.ToolSet` (namespaced functions).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import uuid
 from typing import Any
 
 from agentbolt.gateway.chat_template import bad_request, text_of
+from agentbolt.gateway.responses.tools import ToolSet
 
-__all__ = ["chat_tool_choice", "chat_tools", "input_messages", "new_id", "output_items"]
+__all__ = ["function_call_item", "input_messages", "new_id", "output_items"]
 
 _SKIPPED = frozenset({"reasoning", "item_reference"})
 
@@ -29,8 +31,11 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-def input_messages(items: Any) -> list[dict[str, Any]]:
-    """Chat messages for a request's ``input``. Raises a 400 for what cannot be rendered."""
+def input_messages(items: Any, tools: ToolSet | None = None) -> list[dict[str, Any]]:
+    """Chat messages for a request's ``input``. Raises a 400 for what cannot be rendered.
+    ``tools``: the request's tools, to give an earlier call of a namespaced function the
+    name the prompt shows it under."""
+    tools = tools or ToolSet()
     if isinstance(items, str):
         return [{"role": "user", "content": items}]
     if not isinstance(items, list):
@@ -49,8 +54,9 @@ def input_messages(items: Any) -> list[dict[str, Any]]:
             else:
                 out.append({"role": role, "content": text})
         elif kind == "function_call":
+            name = tools.prompt_name(item.get("namespace"), str(item.get("name")))
             call = {"id": item.get("call_id") or item.get("id"), "type": "function",
-                    "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"}}
+                    "function": {"name": name, "arguments": item.get("arguments") or "{}"}}
             if out and _open_assistant(out[-1]):
                 out[-1].setdefault("tool_calls", []).append(call)
             else:
@@ -76,34 +82,10 @@ def _open_assistant(message: dict[str, Any]) -> bool:
     return message.get("role") == "assistant"
 
 
-def chat_tools(tools: Any) -> list[dict[str, Any]] | None:
-    """Chat ``tools`` for Responses function tools (flat: ``{"type": "function", "name", ...}``)."""
-    if not tools:
-        return None
-    if not isinstance(tools, list):
-        raise bad_request("'tools' must be a list", "tools")
-    out = []
-    for tool in tools:
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
-            raise bad_request(f"only function tools are supported by this gateway, got {kind!r}", "tools")
-        fn = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
-        out.append({"type": "function", "function": fn})
-    return out
-
-
-def chat_tool_choice(choice: Any) -> Any:
-    """Chat ``tool_choice`` for a Responses one (``{"type": "function", "name"}`` → nested)."""
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        return {"type": "function", "function": {"name": choice.get("name")}}
-    if isinstance(choice, dict):
-        raise bad_request(f"tool_choice {choice!r} is not supported: use 'auto', 'none', 'required' or "
-                          "{'type': 'function', 'name': ...}", "tool_choice")
-    return choice
-
-
-def output_items(message: dict[str, Any], ids: list[str]) -> list[dict[str, Any]]:
-    """Output items for a chat answer's message; ``ids`` are the items' ids, made as needed."""
+def output_items(message: dict[str, Any], ids: list[str], tools: ToolSet | None = None) -> list[dict[str, Any]]:
+    """Output items for a chat answer's message; ``ids`` are the items' ids, made as needed.
+    ``tools`` maps a call's prompt name back to its function (and namespace)."""
+    tools = tools or ToolSet()
     items: list[dict[str, Any]] = []
     text = message.get("content")
     if text:
@@ -111,9 +93,20 @@ def output_items(message: dict[str, Any], ids: list[str]) -> list[dict[str, Any]
                       "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]})
     for call in message.get("tool_calls") or ():
         fn = call.get("function") or {}
-        items.append({"type": "function_call", "id": _id(ids, len(items), "fc"), "call_id": call.get("id"),
-                      "name": fn.get("name"), "arguments": fn.get("arguments") or "", "status": "completed"})
+        items.append(function_call_item(_id(ids, len(items), "fc"), call.get("id"), str(fn.get("name") or ""),
+                                        fn.get("arguments") or "", "completed", tools))
     return items
+
+
+def function_call_item(item_id: str, call_id: Any, prompt_name: str, arguments: str, status: str,
+                       tools: ToolSet) -> dict[str, Any]:
+    """A ``function_call`` output item; a namespaced function's carries its ``namespace``."""
+    namespace, name = tools.origin(prompt_name)
+    item: dict[str, Any] = {"type": "function_call", "id": item_id, "call_id": call_id, "name": name,
+                            "arguments": arguments, "status": status}
+    if namespace is not None:
+        item["namespace"] = namespace
+    return item
 
 
 def _id(ids: list[str], i: int, prefix: str) -> str:

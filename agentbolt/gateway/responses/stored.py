@@ -4,8 +4,9 @@ A response is retrieved as the Response object that was sent back when this proc
 answered it; when it did not (another server process, a restart, or the in-memory log
 dropped it) the object is rebuilt from the call's span: the output items and call ids,
 usage, model, ``instructions``, ``previous_response_id``, tools and the sampling settings
-the engine was called with (the output items get new ``msg_``/``fc_`` ids; ``metadata``
-and other settings the trace does not keep come back as defaults).
+the engine was called with (the output items get new ``msg_``/``fc_`` ids; tools come
+back as the function tools the prompt had — namespaces flattened, dropped hosted tools
+gone —; ``metadata`` and other settings the trace does not keep come back as defaults).
 
 Deleting forgets the response in this process: retrieving or continuing it
 (``previous_response_id``) then answers 404. The span stays: it is the rollout's trace

@@ -1,6 +1,7 @@
 """A Responses API request as a chat request, and a chat answer as a Response object.
 
-Fields the gateway can honour are translated (``instructions``, ``input``, ``tools``,
+Fields the gateway can honour are translated (``instructions``, ``input``, ``tools`` —
+function and namespace tools; hosted ones are dropped, see :mod:`.tools` —,
 ``tool_choice``, ``parallel_tool_calls``, ``max_output_tokens``, ``temperature``,
 ``top_p``, ``top_logprobs``, ``stream``); fields about OpenAI's own storage and features
 (``store``, ``include``, ``reasoning``, ``truncation``, ``text``, ``metadata``) are
@@ -12,40 +13,37 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agentbolt.gateway.responses.items import (
-    chat_tool_choice,
-    chat_tools,
-    input_messages,
-    output_items,
-)
+from agentbolt.gateway.responses.items import input_messages, output_items
+from agentbolt.gateway.responses.tools import ToolSet, chat_tool_choice, tool_set
 
 __all__ = ["chat_request", "response_object", "usage_of"]
 
 _SAMPLING = ("model", "temperature", "top_p", "top_logprobs", "user", "seed", "top_k", "stop")
 
 
-def chat_request(body: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, Any]:
+def chat_request(body: dict[str, Any], history: list[dict[str, Any]]) -> tuple[dict[str, Any], ToolSet]:
     """The chat body for ``body``: ``instructions`` as the system message, then
-    ``history`` (the conversation up to ``previous_response_id``), then ``input``."""
+    ``history`` (the conversation up to ``previous_response_id``), then ``input``; and
+    the request's tools as the prompt has them (:mod:`.tools`)."""
+    tools = tool_set(body.get("tools"))
     messages: list[dict[str, Any]] = []
     if isinstance(body.get("instructions"), str) and body["instructions"]:
         messages.append({"role": "system", "content": body["instructions"]})
     messages += [dict(m) for m in history]
-    messages += input_messages(body.get("input", []))
+    messages += input_messages(body.get("input", []), tools)
     chat: dict[str, Any] = {k: body[k] for k in _SAMPLING if body.get(k) is not None}
     chat["messages"] = messages
-    tools = chat_tools(body.get("tools"))
-    if tools:
-        chat["tools"] = tools
-    if body.get("tool_choice") is not None:
-        chat["tool_choice"] = chat_tool_choice(body["tool_choice"])
+    if tools.tools:
+        chat["tools"] = tools.tools
+        if body.get("tool_choice") is not None:
+            chat["tool_choice"] = chat_tool_choice(body["tool_choice"], tools)
     if body.get("parallel_tool_calls") is not None:
         chat["parallel_tool_calls"] = body["parallel_tool_calls"]
     if body.get("max_output_tokens") is not None:
         chat["max_tokens"] = body["max_output_tokens"]
     if body.get("top_logprobs"):
         chat["logprobs"] = True
-    return chat
+    return chat, tools
 
 
 def usage_of(chat_usage: Any) -> dict[str, Any] | None:
@@ -81,9 +79,10 @@ def response_object(body: dict[str, Any], response_id: str, *, created_at: float
     }
 
 
-def completed_response(body: dict[str, Any], response_id: str, chat: dict[str, Any]) -> dict[str, Any]:
+def completed_response(body: dict[str, Any], response_id: str, chat: dict[str, Any],
+                       tools: ToolSet | None = None) -> dict[str, Any]:
     """The Response object for a non-streaming chat answer."""
     choice = (chat.get("choices") or [{}])[0]
     message = choice.get("message") or {}
-    return response_object(body, response_id, model=chat.get("model"), output=output_items(message, []),
+    return response_object(body, response_id, model=chat.get("model"), output=output_items(message, [], tools),
                            finish_reason=choice.get("finish_reason"), usage=chat.get("usage"))

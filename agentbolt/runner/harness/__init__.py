@@ -14,6 +14,7 @@ from agentbolt.runner.harness.credentials import (
 )
 from agentbolt.runner.harness.errors import (
     EvaluatorError,
+    GatewayRefusedError,
     HarnessConfigError,
     HarnessError,
     HarnessKilledError,
@@ -36,6 +37,7 @@ __all__ = [
     "Credentials",
     "EvaluatorError",
     "Executor",
+    "GatewayRefusedError",
     "Harness",
     "HarnessConfigError",
     "HarnessError",

@@ -4,7 +4,9 @@ Infrastructure trouble is retried, never scored: the program could not start
 (:class:`HarnessStartError`), ran past its timeout (:class:`HarnessTimeoutError`), was
 killed by a signal it did not send itself (:class:`HarnessKilledError`), or the evaluator
 broke (:class:`EvaluatorError`). These carry ``retryable = True``, so the failed attempt is
-requeued while the rollout has attempts left.
+requeued while the rollout has attempts left. A program none of whose model calls
+succeeded at the gateway (:class:`GatewayRefusedError`) fails with the gateway's reason,
+retried when some refusal was transient (429, 5xx), never scored.
 
 A program that exits non-zero (or exits 0) without reporting any reward is the
 program's own failure (:class:`ProgramFailedError`): its ``retryable`` is left unset, so
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 __all__ = [
     "EvaluatorError",
+    "GatewayRefusedError",
     "HarnessConfigError",
     "HarnessError",
     "HarnessKilledError",
@@ -65,3 +68,13 @@ class ProgramFailedError(HarnessError):
     """The program ended without a reward (non-zero exit, or nothing reported)."""
 
     retryable = None
+
+
+class GatewayRefusedError(HarnessError):
+    """Every model call the program made failed at the gateway (a 4xx or 5xx on each): an
+    infrastructure failure with the gateway's reason, whatever the evaluator would score.
+    ``retryable`` when some of those failures were transient (429, 5xx)."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable

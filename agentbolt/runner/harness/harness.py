@@ -47,6 +47,7 @@ import orjson
 
 from agentbolt import semconv
 from agentbolt.runner.agent import LitAgent
+from agentbolt.runner.harness.calls import refused_calls
 from agentbolt.runner.harness.credentials import (
     Credentials,
     attempt_credentials,
@@ -55,6 +56,7 @@ from agentbolt.runner.harness.credentials import (
 )
 from agentbolt.runner.harness.errors import (
     EvaluatorError,
+    GatewayRefusedError,
     HarnessConfigError,
     HarnessKilledError,
     HarnessStartError,
@@ -270,6 +272,9 @@ class Harness(LitAgent):
             except ProgramStartError as exc:
                 raise HarnessStartError(f"the program could not start: {exc}") from exc
         await _record(ctx, result, events, box)
+        refused = await refused_calls(ctx)
+        if refused is not None:  # the model never answered it: not the program's score (runner/harness/calls.py)
+            raise GatewayRefusedError(refused.reason, retryable=refused.transient)
         if result.timed_out:
             raise HarnessTimeoutError(
                 f"{spec.argv[0]} ran longer than {self.timeout} s; its process group was killed"

@@ -5,10 +5,18 @@
   call by :mod:`agentbolt.gateway.responses` —, ``GET``/``DELETE .../v1/responses/{id}``
   — the attempt's stored responses —, ``GET .../v1/models``): what an unmodified program calls with
   ``OPENAI_BASE_URL`` set to :func:`~agentbolt.gateway.rollout_base_url`.
+* ``POST .../v1/messages`` and ``.../v1/messages/count_tokens``: Anthropic's Messages API
+  (:mod:`agentbolt.gateway.messages`), what ``ANTHROPIC_BASE_URL`` =
+  :func:`~agentbolt.gateway.rollout_anthropic_base_url` reaches; its errors are in
+  Anthropic's shape (``{"type": "error", "error": {"type", "message"}}``), and ``GET
+  .../v1/models`` answers in Anthropic's shape to a call with an ``anthropic-version`` header.
 * the same under plain ``/v1/...`` with ``X-Agentbolt-Rollout-Id`` /
   ``X-Agentbolt-Attempt-Id`` headers (or neither, with a scoped token: its attempt).
   Any of them may name the calling agent (``X-Agentbolt-Agent`` header or a
   ``<model>#<agent>`` model name) and its span (``traceparent``): :mod:`agentbolt.gateway.origin`.
+* a WebSocket handshake on ``.../v1/responses`` (Codex tries one first when its provider
+  says ``supports_websockets``) is refused with 426 Upgrade Required, on which Codex falls
+  back to HTTP at once.
 * ``POST /v1/gateway/pause`` (``?drain=true`` waits for in-flight calls),
   ``POST /v1/gateway/resume``, ``GET /v1/gateway/status``: admin only.
 * ``POST /v1/gateway/weights``: admin only; pause, drain, load new weights into the
@@ -33,12 +41,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import orjson
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import Response, StreamingResponse
 
 from agentbolt.gateway.control import WEIGHTS_ROUTE, LocalGatewayControl
 from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.gateway import CallKind, Gateway, GatewayPausedError
+from agentbolt.gateway.messages import anthropic_models, count_tokens, create_message, error_body
 from agentbolt.gateway.origin import origin_of
 from agentbolt.gateway.responses import create_response, delete_response, retrieve_response
 from agentbolt.gateway.weight_update import WeightUpdate
@@ -138,6 +147,66 @@ async def _proxy(request: Request, kind: CallKind | Literal["responses"], rollou
     return Response(orjson.dumps(response), media_type="application/json")
 
 
+def _anthropic_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(error_body(status, message)), status_code=status, media_type="application/json",
+                    headers=headers)
+
+
+def _anthropic_error_response(exc: Exception) -> Response:
+    """A gateway/store error in Anthropic's shape (the Messages routes)."""
+    if isinstance(exc, GatewayPausedError):
+        return _anthropic_error(429, str(exc), {"retry-after": str(exc.retry_after)})
+    if isinstance(exc, EngineError | StoreError):
+        return _anthropic_error(exc.status_code, exc.message)
+    raise exc
+
+
+async def _json_body(request: Request) -> dict[str, Any] | str:
+    """The request's JSON object, or what is wrong with it."""
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        return f"the request body is not valid JSON: {exc}"
+    return body if isinstance(body, dict) else "the request body must be a JSON object"
+
+
+async def _messages(request: Request, rollout_id: str | None, attempt_id: str | None) -> Response:
+    """``POST …/v1/messages``: Anthropic's Messages API (agentbolt.gateway.messages)."""
+    gateway = gateway_of(request)
+    try:
+        rid, aid = _attempt_of(request, rollout_id, attempt_id)
+    except _MissingAttempt:
+        return _anthropic_error(400, _MISSING)
+    except StoreError as exc:
+        return _anthropic_error_response(exc)
+    body = await _json_body(request)
+    if isinstance(body, str):
+        return _anthropic_error(400, body)
+    origin, body = origin_of(request.headers, body)
+    try:
+        answer = await create_message(gateway, body, rid, aid, origin)
+    except (EngineError, GatewayPausedError, StoreError) as exc:
+        return _anthropic_error_response(exc)
+    if isinstance(answer, dict):
+        return Response(orjson.dumps(answer), media_type="application/json")
+    return StreamingResponse(answer, media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+async def _count_tokens(request: Request, rollout_id: str | None, attempt_id: str | None) -> Response:
+    """``POST …/v1/messages/count_tokens``: the prompt's length in the policy's tokens."""
+    try:
+        if rollout_id is not None:
+            _attempt_of(request, rollout_id, attempt_id)
+        body = await _json_body(request)
+        if isinstance(body, str):
+            return _anthropic_error(400, body)
+        _, body = origin_of(request.headers, body)
+        answer = count_tokens(gateway_of(request), body)
+    except (EngineError, StoreError) as exc:
+        return _anthropic_error_response(exc)
+    return Response(orjson.dumps(answer), media_type="application/json")
+
+
 async def _stored(request: Request, action: Literal["get", "delete"], response_id: str, rollout_id: str | None,
                   attempt_id: str | None) -> Response:
     """``GET`` / ``DELETE …/v1/responses/{response_id}`` (agentbolt.gateway.responses.stored)."""
@@ -160,9 +229,14 @@ async def _models(request: Request, rollout_id: str | None, attempt_id: str | No
     try:
         if rollout_id is not None:
             _attempt_of(request, rollout_id, attempt_id)
-        return Response(orjson.dumps(await gateway_of(request).models()), media_type="application/json")
+        answer = await gateway_of(request).models()
     except (EngineError, StoreError) as exc:
+        if "anthropic-version" in request.headers:
+            return _anthropic_error_response(exc)
         return _error_response(exc)
+    if "anthropic-version" in request.headers:  # an Anthropic client lists models in its API's shape
+        answer = anthropic_models(answer)
+    return Response(orjson.dumps(answer), media_type="application/json")
 
 
 gateway_router = APIRouter(tags=["gateway"])
@@ -184,6 +258,31 @@ async def rollout_responses(request: Request, rollout_id: str, attempt_id: str) 
     return await _proxy(request, "responses", rollout_id, attempt_id)
 
 
+_NO_WEBSOCKET = (
+    "this gateway serves the Responses API over HTTP only: POST the request to this URL (with stream=true for "
+    "events). Codex falls back to HTTP by itself; set supports_websockets = false in its model provider to skip "
+    "the attempt"
+)
+
+
+async def _refuse_websocket(websocket: WebSocket) -> None:
+    """A Responses WebSocket handshake (Codex's first try): refused with 426 Upgrade
+    Required, which Codex answers by falling back to HTTP at once (a 403 it retries)."""
+    body = {"error": {"message": _NO_WEBSOCKET, "type": "invalid_request_error", "param": None,
+                      "code": "websocket_not_supported"}}
+    await websocket.send_denial_response(Response(orjson.dumps(body), status_code=426, media_type="application/json"))
+
+
+@gateway_router.websocket(_prefix + "/responses")
+async def rollout_responses_websocket(websocket: WebSocket, rollout_id: str, attempt_id: str) -> None:
+    await _refuse_websocket(websocket)
+
+
+@gateway_router.websocket("/v1/responses")
+async def responses_websocket(websocket: WebSocket) -> None:
+    await _refuse_websocket(websocket)
+
+
 @gateway_router.get(_prefix + "/responses/{response_id}", summary="A stored response of the attempt (Responses API)")
 async def rollout_response(request: Request, rollout_id: str, attempt_id: str, response_id: str) -> Response:
     return await _stored(request, "get", response_id, rollout_id, attempt_id)
@@ -192,6 +291,16 @@ async def rollout_response(request: Request, rollout_id: str, attempt_id: str, r
 @gateway_router.delete(_prefix + "/responses/{response_id}", summary="Delete a stored response of the attempt")
 async def rollout_response_delete(request: Request, rollout_id: str, attempt_id: str, response_id: str) -> Response:
     return await _stored(request, "delete", response_id, rollout_id, attempt_id)
+
+
+@gateway_router.post(_prefix + "/messages", summary="Messages API call for one rollout attempt (Anthropic API)")
+async def rollout_messages(request: Request, rollout_id: str, attempt_id: str) -> Response:
+    return await _messages(request, rollout_id, attempt_id)
+
+
+@gateway_router.post(_prefix + "/messages/count_tokens", summary="Count a Messages request's tokens (Anthropic API)")
+async def rollout_count_tokens(request: Request, rollout_id: str, attempt_id: str) -> Response:
+    return await _count_tokens(request, rollout_id, attempt_id)
 
 
 @gateway_router.get(_prefix + "/models", summary="Models served by the gateway's engine (OpenAI API)")
@@ -222,6 +331,16 @@ async def response_get(request: Request, response_id: str) -> Response:
 @gateway_router.delete("/v1/responses/{response_id}", summary="Delete a stored response; attempt as for POST")
 async def response_delete(request: Request, response_id: str) -> Response:
     return await _stored(request, "delete", response_id, None, None)
+
+
+@gateway_router.post("/v1/messages", summary="Messages API call (Anthropic API); attempt from headers or scoped token")
+async def messages(request: Request) -> Response:
+    return await _messages(request, None, None)
+
+
+@gateway_router.post("/v1/messages/count_tokens", summary="Count a Messages request's tokens (Anthropic API)")
+async def messages_count_tokens(request: Request) -> Response:
+    return await _count_tokens(request, None, None)
 
 
 @gateway_router.get("/v1/models", summary="Models served by the gateway's engine")
