@@ -34,6 +34,8 @@ from agentbolt.models import byte_tokenizer
 from agentbolt.runner.harness import Harness, Sandbox
 from agentbolt.runner.harness.profiles import (
     Aider,
+    ClaudeCode,
+    Codex,
     HarnessInstallError,
     HarnessNotInstalledError,
     HarnessProfile,
@@ -95,6 +97,14 @@ CASES: dict[str, Case] = {
         "calc.py\n```python\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n```\n",
     ]),
     # a byte per token: its 30k-character prompt is 30k tokens, past a context it would compact
+    "codex": Case(Codex(), [
+        tool("exec_command", cmd="sed -i 's/a - b/a + b/' calc.py && cat calc.py"),
+        "Fixed calc.py: add() now returns a + b.",
+    ]),
+    "claude-code": Case(ClaudeCode(), [
+        tool("Bash", command="sed -i 's/a - b/a + b/' calc.py && cat calc.py", description="Fix add in calc.py"),
+        "Fixed calc.py: add() now returns a + b.",
+    ]),
     "opencode": Case(OpenCode(context_window=200_000), [
         tool("edit", filePath="/workspace/calc.py", oldString="return a - b", newString="return a + b"),
         "Fixed: add() now returns a + b.",
@@ -150,7 +160,8 @@ async def test_the_harness_fixes_the_repo_through_its_own_tools(name: str, tmp_p
              "calls": len(calls), "samples": len(samples.samples), "merge_rate": round(samples.merge_rate, 3),
              "wall_s": round(wall, 1), "sandbox_events": attempt.metadata.get("sandbox", {}).get("events")})
     assert facts["harness.sandboxed"] is True
-    assert calls and all(c.has_token_ids and not c.failed for c in calls), [(c.agent_name, c.failed) for c in calls]
+    assert calls and all(c.has_token_ids and not c.failed for c in calls), [
+        (c.agent_name, c.failed, c.has_token_ids, c.span_id) for c in calls]
     assert len(engine.prompts) == len(calls)  # every call the model answered was recorded
     assert samples.samples and sum(s.num_response_tokens for s in samples.samples) > 0
     assert rollout.reward == 1.0, (seen.read_text(), facts.get("harness.stderr_tail"), engine.texts[-1][-2000:])
