@@ -41,6 +41,7 @@ from agentbolt.runner.harness.profiles import (
     HarnessProfile,
     MiniSweAgent,
     OpenCode,
+    OpenHands,
     install,
     installed_executable,
 )
@@ -95,6 +96,10 @@ CASES: dict[str, Case] = {
     # assistant turns, so the turn count would not tell a second call anyway)
     "aider": Case(Aider(files=("calc.py",)), [
         "calc.py\n```python\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n>>>>>>> REPLACE\n```\n",
+    ]),
+    "openhands": Case(OpenHands(max_steps=6), [
+        tool("terminal", command="sed -i 's/a - b/a + b/' calc.py && cat calc.py", security_risk="LOW"),
+        tool("finish", message="Fixed calc.py: add() now returns a + b."),
     ]),
     # a byte per token: its 30k-character prompt is 30k tokens, past a context it would compact
     "codex": Case(Codex(), [

@@ -40,6 +40,7 @@ from agentbolt.runner.harness.profiles.install import (
 )
 from agentbolt.runner.harness.profiles.mini_swe_agent import MiniSweAgent
 from agentbolt.runner.harness.profiles.opencode import OpenCode
+from agentbolt.runner.harness.profiles.openhands import OpenHands
 
 __all__ = [
     "MAX_ARG_BYTES",
@@ -54,6 +55,7 @@ __all__ = [
     "Launch",
     "MiniSweAgent",
     "OpenCode",
+    "OpenHands",
     "ProfileRun",
     "RunContext",
     "TaskInput",
@@ -65,7 +67,7 @@ __all__ = [
 ]
 
 PROFILES: dict[str, type[HarnessProfile]] = {
-    p.name: p for p in (ClaudeCode, Codex, MiniSweAgent, OpenCode, Aider)
+    p.name: p for p in (ClaudeCode, Codex, MiniSweAgent, OpenCode, Aider, OpenHands)
 }
 """Every profile by name, each with its default settings."""
 
