@@ -55,6 +55,7 @@ class MiniSweAgent(Packaged):
             "MSWEA_GLOBAL_CONFIG_DIR": run.in_home(".config/mini-swe-agent"),
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # litellm fetches its price list from the network otherwise
             "OPENAI_API_BASE": run.openai_base_url,
+            "OPENAI_API_KEY": run.api_key,
             "PAGER": "cat",
         }
         # JSON is YAML: mini reads any ``*.yaml`` path

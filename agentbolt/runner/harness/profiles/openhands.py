@@ -43,6 +43,7 @@ class OpenHands(Packaged):
             "AGENTBOLT_OPENHANDS_MODEL": run.model,
             "AGENTBOLT_OPENHANDS_MAX_STEPS": str(self.max_steps),
             "AGENTBOLT_OPENHANDS_CONTEXT": str(self.context_window),
+            "OPENAI_BASE_URL": run.openai_base_url,
             "OPENAI_API_KEY": run.api_key,
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "LOG_LEVEL": "WARNING",
