@@ -186,7 +186,7 @@ class Harness(LitAgent):
         task's fields (``"{problem_statement}"``); ``model`` the name it asks the
         gateway for. The program is the one installed in ``cache`` (default
         ``$AGENTBOLT_HARNESS_CACHE``) unless ``executable`` names it; the sandbox is
-        given what the profile needs mounted. ``options``: :class:`Harness`'s own
+        given what the profile needs mounted, and at least the memory it needs. ``options``: :class:`Harness`'s own
         (``evaluator``, ``timeout``, ``env``, ...)."""
         profile = get_profile(harness) if isinstance(harness, str) else harness
         program = Path(executable).absolute() if executable else installed_executable(
@@ -194,7 +194,11 @@ class Harness(LitAgent):
         if sandbox is True:
             sandbox = Sandbox()
         if sandbox:
-            sandbox = sandbox.model_copy(update={"read_only": (*sandbox.read_only, *profile.mounts(program))})
+            limits = sandbox.limits
+            if limits.memory_mb is not None and limits.memory_mb < profile.memory_mb:
+                limits = limits.model_copy(update={"memory_mb": profile.memory_mb})
+            sandbox = sandbox.model_copy(update={"read_only": (*sandbox.read_only, *profile.mounts(program)),
+                                                 "limits": limits})
         options.setdefault("name", f"harness:{profile.name}")
         return cls([str(program)], sandbox=sandbox, profile=ProfileRun(profile, str(program), task, model), **options)
 

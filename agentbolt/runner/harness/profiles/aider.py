@@ -35,6 +35,7 @@ class Aider(Packaged):
     install: ClassVar[Install] = Install("pypi", "aider-chat", "0.86.2", "aider", python="3.12")
     protocol: ClassVar[WireProtocol] = "openai-chat"
     task_input: ClassVar[TaskInput] = TaskInput.ARGV
+    memory_mb: ClassVar[int] = 2048
 
     def launch(self, run: RunContext) -> Launch:
         model = f"openai/{run.model}"

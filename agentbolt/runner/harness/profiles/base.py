@@ -118,6 +118,9 @@ class HarnessProfile(Protocol):
     protocol: ClassVar[WireProtocol]
     task_input: ClassVar[TaskInput]
     """Where the task text goes while it fits a command line (longer ones go by file)."""
+    memory_mb: ClassVar[int]
+    """The data limit (``Limits.memory_mb``) it needs in the sandbox: runtimes that
+    reserve large heaps up front (bun, V8) count the reservation."""
 
     def launch(self, run: RunContext) -> Launch:
         """The command line, environment, ``HOME`` files and stdin of one run."""

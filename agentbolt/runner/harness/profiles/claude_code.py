@@ -32,6 +32,7 @@ class ClaudeCode(Packaged):
     install: ClassVar[Install] = Install("npm", "@anthropic-ai/claude-code", "2.1.332", "claude")
     protocol: ClassVar[WireProtocol] = "anthropic-messages"
     task_input: ClassVar[TaskInput] = TaskInput.STDIN
+    memory_mb: ClassVar[int] = 4096
 
     def launch(self, run: RunContext) -> Launch:
         argv = [run.executable, "-p", "--dangerously-skip-permissions", "--model", run.model,

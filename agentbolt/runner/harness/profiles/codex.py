@@ -41,6 +41,7 @@ class Codex(Packaged):
     install: ClassVar[Install] = Install("npm", "@openai/codex", "0.171.0", "codex")
     protocol: ClassVar[WireProtocol] = "openai-responses"
     task_input: ClassVar[TaskInput] = TaskInput.STDIN
+    memory_mb: ClassVar[int] = 2048
 
     def launch(self, run: RunContext) -> Launch:
         lines = [

@@ -34,6 +34,7 @@ class MiniSweAgent(Packaged):
     install: ClassVar[Install] = Install("pypi", "mini-swe-agent", "2.4.6", "mini", python="3.12")
     protocol: ClassVar[WireProtocol] = "openai-chat"
     task_input: ClassVar[TaskInput] = TaskInput.ARGV
+    memory_mb: ClassVar[int] = 2048
 
     def launch(self, run: RunContext) -> Launch:
         config: dict[str, object] = {

@@ -40,6 +40,7 @@ class OpenCode(Packaged):
     install: ClassVar[Install] = Install("npm", "opencode-ai", "1.18.33", "opencode")
     protocol: ClassVar[WireProtocol] = "openai-chat"
     task_input: ClassVar[TaskInput] = TaskInput.ARGV
+    memory_mb: ClassVar[int] = 6144
 
     def launch(self, run: RunContext) -> Launch:
         model = f"agentbolt/{run.model}"

@@ -37,6 +37,7 @@ class OpenHands(Packaged):
                                          extra=("openhands-tools==1.58.2",), python="3.12")
     protocol: ClassVar[WireProtocol] = "openai-chat"
     task_input: ClassVar[TaskInput] = TaskInput.FILE
+    memory_mb: ClassVar[int] = 2048
 
     def launch(self, run: RunContext) -> Launch:
         env = {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentbolt.runner.harness import Harness, HarnessConfigError, Sandbox
+from agentbolt.runner.harness import Harness, HarnessConfigError, Limits, Sandbox
 from agentbolt.runner.harness.profiles import (
     MAX_ARG_BYTES,
     PROFILES,
@@ -184,3 +184,14 @@ async def test_harness_for_runs_the_profile_sandboxed_with_its_config_in_a_fresh
     view = json.loads(seen.read_text())
     assert view["home"] == "/run/agentbolt/home" and view["files"] == ["agentbolt.yaml"]
     assert view["answer"] == "echo: hello" and view["task_len"] == len(task) and view["cwd"] == "/workspace"
+
+
+def test_harness_for_gives_the_sandbox_the_memory_the_harness_needs(tmp_path: Path) -> None:
+    program = tmp_path / "opencode"
+    program.write_text("")
+    harness = Harness.for_("opencode", task="{t}", executable=program)  # bun reserves a large heap up front
+    assert harness.sandbox is not None and harness.sandbox.limits.memory_mb == OpenCode.memory_mb == 6144
+    roomy = Harness.for_("opencode", task="{t}", executable=program,
+                         sandbox=Sandbox(limits=Limits(memory_mb=16384)))
+    assert roomy.sandbox is not None and roomy.sandbox.limits.memory_mb == 16384  # never lowered
+    assert Harness.for_("opencode", task="{t}", executable=program, sandbox=False).sandbox is None
