@@ -27,6 +27,7 @@ import pytest
 
 pytest.importorskip("transformers", reason="the gateway's chat templating needs a tokenizer (transformers)")
 
+from agentbolt import semconv
 from agentbolt.adapters.calls import extract_model_calls
 from agentbolt.adapters.samples import SampleAdapter
 from agentbolt.gateway import Gateway, GatewayConfig
@@ -84,6 +85,8 @@ class Case:
     profile: HarnessProfile
     steps: list[str]
     side: dict[str, str] = field(default_factory=dict)
+    dropped: set[str] = field(default_factory=set)
+    """Tools the harness sends that the engine cannot run: the gateway leaves them out and records them."""
 
 
 CASES: dict[str, Case] = {
@@ -105,7 +108,7 @@ CASES: dict[str, Case] = {
     "codex": Case(Codex(), [
         tool("exec_command", cmd="sed -i 's/a - b/a + b/' calc.py && cat calc.py"),
         "Fixed calc.py: add() now returns a + b.",
-    ]),
+    ], dropped={"web_search"}),
     "claude-code": Case(ClaudeCode(), [
         tool("Bash", command="sed -i 's/a - b/a + b/' calc.py && cat calc.py", description="Fix add in calc.py"),
         "Fixed calc.py: add() now returns a + b.",
@@ -161,13 +164,15 @@ async def test_the_harness_fixes_the_repo_through_its_own_tools(name: str, tmp_p
     spans = await store.get_spans(rollout.rollout_id, rollout.latest_attempt_id)
     calls = extract_model_calls(spans)
     [samples] = SampleAdapter().adapt(spans)
+    dropped = {json.dumps(s.attributes.get(semconv.LLM_DROPPED_TOOLS)) for s in spans} - {"null"}
     _report({"harness": name, "version": case.profile.tested_version, "reward": rollout.reward,
              "calls": len(calls), "samples": len(samples.samples), "merge_rate": round(samples.merge_rate, 3),
-             "wall_s": round(wall, 1), "sandbox_events": attempt.metadata.get("sandbox", {}).get("events")})
+             "wall_s": round(wall, 1), "dropped_tools": sorted(dropped), "sandbox_events": attempt.metadata.get("sandbox", {}).get("events")})
     assert facts["harness.sandboxed"] is True
     assert calls and all(c.has_token_ids and not c.failed for c in calls), [
         (c.agent_name, c.failed, c.has_token_ids, c.span_id) for c in calls]
     assert len(engine.prompts) == len(calls)  # every call the model answered was recorded
     assert samples.samples and sum(s.num_response_tokens for s in samples.samples) > 0
+    assert all(any(tool in d for d in dropped) for tool in case.dropped), dropped
     assert rollout.reward == 1.0, (seen.read_text(), facts.get("harness.stderr_tail"), engine.texts[-1][-2000:])
     assert (repo / "calc.py").read_text() == REPO["calc.py"]  # the fix was made in the rollout's copy
