@@ -186,8 +186,8 @@ class Harness(LitAgent):
         task's fields (``"{problem_statement}"``); ``model`` the name it asks the
         gateway for. The program is the one installed in ``cache`` (default
         ``$AGENTBOLT_HARNESS_CACHE``) unless ``executable`` names it; the sandbox is
-        given what the profile needs mounted, and at least the memory it needs. ``options``: :class:`Harness`'s own
-        (``evaluator``, ``timeout``, ``env``, ...)."""
+        given what the profile needs mounted, and at least the memory it needs.
+        ``options``: :class:`Harness`'s own (``evaluator``, ``timeout``, ``env``, ...)."""
         profile = get_profile(harness) if isinstance(harness, str) else harness
         program = Path(executable).absolute() if executable else installed_executable(
             profile, Path(cache) if cache else None)
