@@ -82,6 +82,8 @@ from agentbolt.runner.harness.local import (
     ProcessSpec,
     ProgramStartError,
 )
+from agentbolt.runner.harness.profiles import HarnessProfile, ProfileRun, RunContext, get_profile
+from agentbolt.runner.harness.profiles.install import installed_executable
 from agentbolt.runner.harness.reward import (
     Reward,
     RewardFormatError,
@@ -94,6 +96,7 @@ from agentbolt.runner.harness.sandbox import Sandbox, SandboxSession
 from agentbolt.runner.harness.sandbox.events import SandboxEvent, emit_events
 from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns
 from agentbolt.runner.harness.untrusted import write_new
+from agentbolt.runner.harness.sandbox.workspace import write_files
 from agentbolt.tracing.context import AttemptContext, require_context
 from agentbolt.tracing.emitters import emit_annotation, emit_reward
 
@@ -145,6 +148,7 @@ class Harness(LitAgent):
       ``evaluate_in`` chooses per task. ``tests`` — a directory the evaluator needs and the
       program must never see: at ``/tests`` inside, ``$AGENTBOLT_TESTS`` here (a task's
       field ``tests`` names its own).
+    * ``profile`` — a real harness run through its profile (made by :meth:`for_`).
     """
 
     def __init__(
@@ -168,6 +172,7 @@ class Harness(LitAgent):
         task_hidden: Sequence[str] = (),
         evaluate_in: Literal["host", "program"] = "host",
         tests: str | os.PathLike[str] | None = None,
+        profile: ProfileRun | None = None,
     ) -> None:
         if concurrency is not None and concurrency < 1:
             raise ValueError(f"concurrency must be at least 1 (or None for no limit), got {concurrency}")
@@ -199,6 +204,42 @@ class Harness(LitAgent):
         self.task_visible = tuple(task_visible) if task_visible is not None else None
         self.task_hidden = tuple(task_hidden)
         self._gateways_seen: set[str] = set()
+        self.profile = profile
+
+    @classmethod
+    def for_(
+        cls,
+        harness: str | HarnessProfile,
+        *,
+        task: str,
+        model: str = "agentbolt",
+        executable: str | os.PathLike[str] | None = None,
+        cache: str | os.PathLike[str] | None = None,
+        sandbox: Sandbox | bool = True,
+        **options: Any,
+    ) -> Harness:
+        """A real coding agent, unmodified, as this harness: ``harness`` is a profile's
+        name (``"codex"``, ``"claude-code"``, ``"mini-swe-agent"``, ``"opencode"``,
+        ``"aider"``, ``"openhands"``; see :mod:`agentbolt.runner.harness.profiles`) or a
+        profile with settings of its own. ``task`` is the task text, a template of the
+        task's fields (``"{problem_statement}"``); ``model`` the name it asks the
+        gateway for. The program is the one installed in ``cache`` (default
+        ``$AGENTBOLT_HARNESS_CACHE``) unless ``executable`` names it; the sandbox is
+        given what the profile needs mounted, and at least the memory it needs.
+        ``options``: :class:`Harness`'s own (``evaluator``, ``timeout``, ``env``, ...)."""
+        profile = get_profile(harness) if isinstance(harness, str) else harness
+        program = Path(executable).absolute() if executable else installed_executable(
+            profile, Path(cache) if cache else None)
+        if sandbox is True:
+            sandbox = Sandbox()
+        if sandbox:
+            limits = sandbox.limits
+            if limits.memory_mb is not None and limits.memory_mb < profile.memory_mb:
+                limits = limits.model_copy(update={"memory_mb": profile.memory_mb})
+            sandbox = sandbox.model_copy(update={"read_only": (*sandbox.read_only, *profile.mounts(program)),
+                                                 "limits": limits})
+        options.setdefault("name", f"harness:{profile.name}")
+        return cls([str(program)], sandbox=sandbox, profile=ProfileRun(profile, str(program), task, model), **options)
 
     def __repr__(self) -> str:
         return f"Harness({shlex.join(self.command)!r})"
@@ -277,11 +318,16 @@ class Harness(LitAgent):
             ctx, seen, creds, server_url, box.program_reward_file if box else str(reward_file),
             dict(os.environ) if inherit else {},
         )
+        argv, stdin = render_command(self.command, seen, hidden=hidden), None
+        if self.profile is not None:  # the profile's config and flags; the program's view of the task
+            argv, stdin = self._launch_profile(self.profile, seen, env, creds, tmp, box)
+        env.update(self.env)  # explicit settings win (e.g. another OPENAI_BASE_URL: then calls are not recorded)
         spec = ProcessSpec(
-            argv=render_command(self.command, seen, hidden=hidden),
+            argv=argv,
             env=env,
             cwd=self.cwd,
             timeout=self.timeout,
+            stdin=stdin,
             stderr_tail_bytes=self.stderr_tail_bytes,
         )
         events: list[SandboxEvent] = []
@@ -447,6 +493,27 @@ class Harness(LitAgent):
             )
         return
 
+    def _launch_profile(
+        self, run: ProfileRun, fields: dict[str, str], env: dict[str, str], creds: Credentials, tmp: Path,
+        box: SandboxSession | None,
+    ) -> tuple[list[str], bytes | None]:
+        """The profile's command line and stdin for this rollout; its environment goes
+        into ``env`` and its config files into a fresh ``HOME``."""
+        home = box.program_home if box else str(tmp / "home")
+        context = RunContext(
+            openai_base_url=env["OPENAI_BASE_URL"], api_key=creds.token, home=home,
+            workdir=box.program_workspace if box else (self.cwd or os.getcwd()),
+            task_text=render_text(run.task, fields), model=run.model, executable=run.executable,
+        )
+        launch = run.profile.launch(context)
+        if box is not None:
+            box.prepare_home(launch.files)
+        else:
+            write_files(tmp / "home", launch.files)
+        env.update(launch.env)
+        env["HOME"] = home
+        return list(launch.argv), launch.stdin
+
     async def _evaluate(
         self, ctx: AttemptContext, fields: dict[str, str], program: ProcessResult, tmp: Path, box: SandboxSession | None
     ) -> Reward:
@@ -577,6 +644,11 @@ class _Fields(dict):
             f"the command template uses {{{key}}} but the task has no field {key!r} (available: {have}); "
             "write {{ and }} for literal braces"
         )
+
+
+def render_text(template: str, fields: Mapping[str, str]) -> str:
+    """Fill ``{placeholders}`` in ``template`` (a task text) from ``fields``."""
+    return render_command([template], fields)[0]
 
 
 def render_command(

@@ -56,6 +56,7 @@ INNER = Path(__file__).with_name("inner.py")
 INNER_AT = "/.agentbolt/init.py"
 WORKSPACE_AT = "/workspace"
 RUN_AT = "/run/agentbolt"
+HOME_AT = f"{RUN_AT}/home"
 
 
 class SandboxUnavailableError(HarnessConfigError):
@@ -73,6 +74,8 @@ class View:
     run_dir: Path
     tmp_bytes: int | None = None
     """Size of ``/tmp`` and ``/dev/shm`` (tmpfs, in memory); None: the kernel's default."""
+    home: Path | None = None
+    """A writable home prepared for the program (its config files), at :data:`HOME_AT`."""
 
 
 def _system_mounts() -> list[str]:
@@ -119,6 +122,8 @@ def bwrap_argv(bwrap: str, view: View, inner_argv: Sequence[str], *, seccomp_fd:
     args += ["--ro-bind", str(INNER), INNER_AT]
     args += ["--bind", str(view.workspace), WORKSPACE_AT]
     args += ["--ro-bind", str(view.run_dir), RUN_AT, "--bind", str(view.run_dir / "out"), f"{RUN_AT}/out"]
+    if view.home is not None:
+        args += ["--bind", str(view.home), HOME_AT]
     for path in [*view.masked, *map(Path, SYSTEM_SECRETS)]:
         if not _visible(path, view.read_only):
             continue

@@ -32,6 +32,7 @@ from agentbolt.runner.harness.local import (
     ProgramStartError,
 )
 from agentbolt.runner.harness.sandbox.bwrap import (
+    HOME_AT,
     INNER_AT,
     RUN_AT,
     WORKSPACE_AT,
@@ -50,13 +51,16 @@ from agentbolt.runner.harness.sandbox.events import (
 from agentbolt.runner.harness.sandbox.proxy import GatewayProxy
 from agentbolt.runner.harness.sandbox.seccomp import filter_fd
 from agentbolt.runner.harness.sandbox.seccomp import supported as seccomp_supported
-from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns
+from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns, write_files
 from agentbolt.runner.harness.untrusted import Defused, defuse_tree
 
 __all__ = ["SandboxSession"]
 
 _DROPPED_ENV = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "PYTHONPATH")
 _SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+_PATH_MAX = 4096
+_NAME_MAX = 255
+"""Linux's limits on a path and on one of its names, in bytes (bubblewrap is Linux-only)."""
 _BACKSTOP_S = 15.0
 """Seconds past the program's wall time before the controller kills the sandbox itself."""
 
@@ -90,6 +94,8 @@ class SandboxSession:
         self.program_server_url = f"http://127.0.0.1:{self.inner_port}{parts.path}"
         """The server URL as the program must write it (the relay inside the sandbox)."""
         self._proxy: GatewayProxy | None = None
+        self.home: Path | None = None
+        """The program's prepared home on the host (:meth:`prepare_home`), else None (``HOME=/tmp``)."""
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Self:
@@ -140,9 +146,17 @@ class SandboxSession:
 
     program_reward_file = f"{RUN_AT}/out/reward"
     program_workspace = WORKSPACE_AT
+    program_home = HOME_AT
+
+    def prepare_home(self, files: Mapping[str, str]) -> str:
+        """A writable home for the program with ``files`` (paths relative to it) written
+        in, mounted at :attr:`program_home` and made its ``HOME``; that path."""
+        self.home = write_files(self.run_dir / "home", files)
+        return HOME_AT
 
     def program_env(self, env: Mapping[str, str], command_dirs: Sequence[Path] = ()) -> dict[str, str]:
-        """``env`` as the program gets it inside: no proxies, a home in ``/tmp``; a
+        """``env`` as the program gets it inside: no proxies, a home in ``/tmp`` (or the
+        prepared one of a harness profile); a
         ``PATH`` (where ``env`` has none: the command's own directory, this Python's,
         the system's) and ``LANG``."""
         inner = {k: v for k, v in env.items() if k not in _DROPPED_ENV}
@@ -150,7 +164,7 @@ class SandboxSession:
             dirs = [*map(str, command_dirs), os.path.dirname(sys.executable), *_SYSTEM_PATH]
             inner["PATH"] = ":".join(dict.fromkeys(dirs))
         inner.setdefault("LANG", "C.UTF-8")
-        inner.update(HOME="/tmp", TMPDIR="/tmp", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
+        inner.update(HOME=HOME_AT if self.home is not None else "/tmp", TMPDIR="/tmp", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
                      AGENTBOLT_WORKSPACE=WORKSPACE_AT)
         return inner
 
@@ -170,7 +184,7 @@ class SandboxSession:
         masked = [*self.config.mask, *evaluator_files, *([self.source] if self.source else [])]
         limits = self.config.limits
         view = View(read_only=read_only, masked=masked, workspace=self.workspace, run_dir=self.run_dir,
-                    tmp_bytes=limits.tmp_mb << 20 if limits.tmp_mb else None)
+                    tmp_bytes=limits.tmp_mb << 20 if limits.tmp_mb else None, home=self.home)
         read_fd, write_fd = os.pipe()
         seccomp = filter_fd() if seccomp_supported() else None
         limit_values = {
@@ -260,7 +274,7 @@ def _absolute_argv(argv: Sequence[str], cwd: str | None, *, executable: bool = T
     base = Path(cwd) if cwd else Path.cwd()
     for i, arg in enumerate(argv):
         candidate = Path(arg) if os.path.isabs(arg) else base / arg
-        if arg and not arg.startswith("-") and ("/" in arg or i > 0) and candidate.exists():
+        if arg and not arg.startswith("-") and ("/" in arg or i > 0) and _names_a_file(candidate):
             out.append(str(candidate.absolute()))
             files.append(candidate.absolute())
             continue
@@ -276,6 +290,20 @@ def _command_dirs(command: str) -> list[Path]:
     """Where this process finds ``command`` (a bare name): first on the program's PATH."""
     found = shutil.which(command) if "/" not in command else None
     return [Path(found).parent] if found else []
+
+
+def _names_a_file(candidate: Path) -> bool:
+    """Whether ``candidate`` is an existing file or directory. An argument that cannot be
+    a path (a task text: longer than ``PATH_MAX``, a run of more than ``NAME_MAX`` bytes
+    without ``/``, a NUL) is text, not asked of the file system; a path the system
+    refuses to look up (too long, not permitted) names no file the sandbox could mount."""
+    raw = os.fsencode(candidate)
+    if len(raw) >= _PATH_MAX or b"\0" in raw or any(len(part) > _NAME_MAX for part in raw.split(b"/")):
+        return False
+    try:
+        return candidate.exists()
+    except OSError:
+        return False
 
 
 _REPORT_LIMIT = 1 << 20

@@ -5,12 +5,13 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from agentbolt.runner.harness.errors import HarnessConfigError
 from agentbolt.runner.harness.sandbox.config import HIDDEN_MARKER
 
-__all__ = ["ALWAYS_HIDDEN", "copy_workspace", "hidden_patterns"]
+__all__ = ["ALWAYS_HIDDEN", "copy_workspace", "hidden_patterns", "write_files"]
 
 ALWAYS_HIDDEN = (".git", HIDDEN_MARKER)
 
@@ -71,3 +72,15 @@ def copy_workspace(source: Path | None, target: Path, patterns: list[str]) -> li
             elif src.is_file():  # sockets, fifos and devices are not copied
                 shutil.copy2(src, target / relative)
     return left_out
+
+
+def write_files(root: Path, files: Mapping[str, str]) -> Path:
+    """Create ``root`` with ``files`` (relative paths inside it, UTF-8 text); ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    for relative, text in files.items():
+        target = (root / relative).resolve()
+        if root.resolve() not in target.parents:
+            raise HarnessConfigError(f"a file written for the program must stay inside {root}, got {relative!r}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    return root
