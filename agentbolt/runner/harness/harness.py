@@ -94,9 +94,8 @@ from agentbolt.runner.harness.reward import (
 from agentbolt.runner.harness.routes import GatewayRoutes
 from agentbolt.runner.harness.sandbox import Sandbox, SandboxSession
 from agentbolt.runner.harness.sandbox.events import SandboxEvent, emit_events
-from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns
+from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns, write_files
 from agentbolt.runner.harness.untrusted import write_new
-from agentbolt.runner.harness.sandbox.workspace import write_files
 from agentbolt.tracing.context import AttemptContext, require_context
 from agentbolt.tracing.emitters import emit_annotation, emit_reward
 

@@ -164,7 +164,8 @@ class SandboxSession:
             dirs = [*map(str, command_dirs), os.path.dirname(sys.executable), *_SYSTEM_PATH]
             inner["PATH"] = ":".join(dict.fromkeys(dirs))
         inner.setdefault("LANG", "C.UTF-8")
-        inner.update(HOME=HOME_AT if self.home is not None else "/tmp", TMPDIR="/tmp", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
+        inner.update(HOME=HOME_AT if self.home is not None else "/tmp", TMPDIR="/tmp",
+                     NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
                      AGENTBOLT_WORKSPACE=WORKSPACE_AT)
         return inner
 
