@@ -442,11 +442,21 @@ def _logs(container: Any, limit: int, tail: int) -> tuple[bytes, int, bytes]:
 
 
 def _read_report(path: Path) -> dict[str, Any]:
+    """The init's report: ``{"started": true}`` once the program runs, then (one line
+    later) the full report; what parses of it, bounded (as the bubblewrap sandbox reads it)."""
     try:
-        data = path.read_bytes()
-        return dict(orjson.loads(data)) if data else {}
-    except (OSError, orjson.JSONDecodeError, TypeError, ValueError):
+        with path.open("rb") as f:
+            data = f.read(1 << 20)
+    except OSError:
         return {}
+    report: dict[str, Any] = {}
+    for line in data.splitlines():
+        with contextlib.suppress(orjson.JSONDecodeError, TypeError, ValueError):
+            report.update(dict(orjson.loads(line)))
+    if report.get("started") and "exit_code" not in report:
+        # the init ended before the program did: only the program can have done that
+        report["exit_code"] = 128 + 9
+    return report
 
 
 def _archive_file(container: Any, path: str) -> bytes | None:
