@@ -26,12 +26,13 @@ def reap_orphans(client: Any, owner: str) -> list[str]:
     import docker
 
     removed: list[str] = []
-    for container in client.containers.list(all=True, filters=owned(owner)):
-        if is_alive(container.labels.get(CONTROLLER, "")):
+    # the low-level list: one request, no inspect per container (one removed meanwhile is no error)
+    for container in client.api.containers(all=True, filters=owned(owner)):
+        if is_alive((container.get("Labels") or {}).get(CONTROLLER, "")):
             continue
         try:
-            container.remove(force=True, v=True)
-            removed.append(container.name)
+            client.api.remove_container(container["Id"], force=True, v=True)
+            removed.append(str((container.get("Names") or [container["Id"][:12]])[0]).lstrip("/"))
         except docker.errors.NotFound:
             continue
     for image in client.images.list(filters=owned(owner)):

@@ -14,7 +14,8 @@ from runner.harness.helpers import Served
 def left_over(owner: str) -> list[str]:
     """Names of the containers ``owner`` still has (running or not)."""
     client = docker.from_env()
-    return [c.name for c in client.containers.list(all=True, filters=owned(owner))]
+    # the low-level list: no inspect per container, which races with a container being removed
+    return [str(c["Names"][0]).lstrip("/") for c in client.api.containers(all=True, filters=owned(owner))]
 
 
 async def sandbox_events(served: Served, rollout: Any) -> dict[str, str]:
