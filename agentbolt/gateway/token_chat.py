@@ -9,6 +9,14 @@ tool-call deltas once complete. With an :class:`~.history.AttemptHistory` the pr
 a call that continues an earlier call of its attempt reuses that call's token ids. A
 prompt that leaves no room in the engine's ``context_length`` is refused (400,
 ``context_length_exceeded``) before the engine is called.
+
+``parallel_tool_calls: false``: an answer holding several calls is cut right after the
+first one — its text, token ids and logprobs alike (:meth:`TokenChat._first_call_cut`) —
+so the call served, the ids the next prompt continues from and the ids trained are the
+same: the model never sees, in its own history, calls whose results never come. The
+kept tokens are a prefix of what was sampled, their logprobs unchanged (on-policy). A
+format that writes every call in one block (xlam's JSON list) cannot be cut between
+calls: the first call is served and the ids stay whole.
 """
 
 from __future__ import annotations
@@ -104,6 +112,28 @@ class TokenChat:
             message["tool_calls"] = [c.as_openai() for c in calls]
         return message
 
+    def _decode(self, ids: list[int]) -> str:
+        return str(self.template.tokenizer.decode(ids, skip_special_tokens=False))
+
+    def _first_call_cut(self, call: _Call, ids: list[int]) -> int | None:
+        """How many leading ``ids`` hold the first call whole: the longest prefix that
+        parses to exactly one call before a prefix parses to two (its closing tag
+        included), less trailing whitespace; None when no prefix holds one call alone (a
+        format that writes all calls in one block, as xlam's JSON list). A scan, not a
+        bisection: a prefix that opens a tag or a second call parses to none."""
+        texts = [self._decode(ids[:k]) for k in range(len(ids) + 1)]
+        best = None
+        for k in range(1, len(ids) + 1):
+            found = len(self._parse(call, texts[k]).calls)
+            if found > 1:
+                break
+            if found == 1:
+                best = k
+        while best is not None and best > 1 and not texts[best][len(texts[best - 1]):].strip() and len(
+                self._parse(call, texts[best - 1]).calls) == 1:
+            best -= 1
+        return best
+
     def _parse(self, call: _Call, text: str) -> ParsedOutput:
         parser = call.mode.parser
         full = call.mode.prefix + text
@@ -121,7 +151,18 @@ class TokenChat:
             notes[LLM_PROMPT_SOURCE] = call.source
         answer = await self.engine.completions(call.body, replica=replica)
         choice = (answer.get("choices") or [{}])[0]
-        message = self._message(call, self._parse(call, choice.get("text") or ""))
+        parsed = self._parse(call, choice.get("text") or "")
+        cut = (self._first_call_cut(call, choice["token_ids"]) if len(parsed.calls) > 1 and not call.mode.parallel
+               and isinstance(choice.get("token_ids"), list) else None)
+        if cut is not None:
+            k = cut
+            kept = choice["token_ids"][:k]
+            choice = {**choice, "token_ids": kept, "logprobs": _cut_logprobs(choice.get("logprobs"), k),
+                      "text": self._decode(kept)}
+            parsed = self._parse(call, choice["text"])
+            if isinstance(answer.get("usage"), dict):
+                answer = {**answer, "usage": _cut_usage(answer["usage"], k)}
+        message = self._message(call, parsed)
         prompt_ids = answer.get("prompt_token_ids", choice.get("prompt_token_ids"))
         out_choice: dict[str, Any] = {
             "index": 0, "message": message,
@@ -155,6 +196,9 @@ class TokenChat:
         base: dict[str, Any] | None = None
         prompt_ids: list[int] | None = None
         sampled: list[int] = []
+        # parallel_tool_calls=false: ids and logprobs wait for the end, where the answer may be cut after one call
+        cut_at_end = not call.mode.parallel and call.mode.parser is not None
+        held_logprobs: dict[str, Any] = {}
         try:
             async for piece in pieces:
                 if base is None:
@@ -175,6 +219,12 @@ class TokenChat:
                 ids = c.get("token_ids")
                 if isinstance(ids, list):
                     sampled += ids
+                lp = c.get("logprobs")
+                if cut_at_end:
+                    ids = None
+                    if isinstance(lp, dict):
+                        _merge_completion_logprobs(held_logprobs, lp)
+                    lp = None
                 delta: dict[str, Any] = {}
                 shown = held.feed(c.get("text") or "")
                 finish = c.get("finish_reason")
@@ -182,6 +232,11 @@ class TokenChat:
                 if finish is not None:
                     rest, parsed = held.finish()
                     shown += rest
+                    if cut_at_end:
+                        cut = self._first_call_cut(call, sampled) if len(parsed.calls) > 1 else None
+                        if cut is not None:
+                            sampled, held_logprobs = sampled[:cut], _cut_logprobs(held_logprobs, cut) or {}
+                        ids, lp = list(sampled), held_logprobs or None
                     if parsed.calls:
                         parsed = ParsedOutput(parsed.content, keep_first_call(parsed.calls, call.mode.parallel))
                         tool_calls = call_deltas(parsed)
@@ -192,7 +247,7 @@ class TokenChat:
                 if tool_calls:
                     delta["tool_calls"] = tool_calls
                 out_c: dict[str, Any] = {"index": 0, "delta": delta, "finish_reason": finish,
-                                         "logprobs": _chat_logprobs(c.get("logprobs")) if call.want_logprobs else None}
+                                         "logprobs": _chat_logprobs(lp) if call.want_logprobs else None}
                 if isinstance(ids, list):
                     out_c["token_ids"] = ids
                 yield {**base, "choices": [out_c], **extra}
@@ -221,6 +276,31 @@ def _prompt_ids_of(piece: dict[str, Any]) -> list[int] | None:
     if ids is None and piece.get("choices"):
         ids = piece["choices"][0].get("prompt_token_ids")
     return ids if isinstance(ids, list) else None
+
+
+_LOGPROB_LISTS = ("tokens", "token_logprobs", "top_logprobs", "text_offset")
+
+
+def _cut_logprobs(lp: Any, k: int) -> Any:
+    """Completions logprobs of the first ``k`` tokens."""
+    if not isinstance(lp, dict):
+        return lp
+    return {key: value[:k] if key in _LOGPROB_LISTS and isinstance(value, list) else value
+            for key, value in lp.items()}
+
+
+def _merge_completion_logprobs(acc: dict[str, Any], part: dict[str, Any]) -> None:
+    for key in _LOGPROB_LISTS:
+        if isinstance(part.get(key), list):
+            acc.setdefault(key, []).extend(part[key])
+
+
+def _cut_usage(usage: dict[str, Any], k: int) -> dict[str, Any]:
+    prompt = usage.get("prompt_tokens")
+    out = {**usage, "completion_tokens": k}
+    if isinstance(prompt, int):
+        out["total_tokens"] = prompt + k
+    return out
 
 
 def _chat_logprobs(lp: Any) -> dict[str, Any] | None:

@@ -284,6 +284,8 @@ class Publisher:
             return {}
         if self.policy.lora and self.info.takes_tensors:
             await self.control.rebase_adapters()
+        log.info("the engine (%s) serves the weights given with model=; they are the base of the trainer's adapters "
+                 "%s", self.info.describe(), values)
         return values
 
     def _base_update(self) -> WeightUpdate:

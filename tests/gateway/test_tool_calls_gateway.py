@@ -165,12 +165,42 @@ def test_a_named_function_with_one_required_argument_gets_it_opened(world: Gatew
     assert _prompt_text(engine).endswith('<tool_call>\n{"name": "weather", "arguments": ')
 
 
-def test_parallel_tool_calls_false_keeps_the_first(world: GatewayWorld, engine: ScriptedEngine) -> None:
-    engine.replies = [TWO]
-    client, _ = _client(world)
-    choice = client.chat.completions.create(model="policy", messages=MESSAGES, tools=TOOLS,
-                                            parallel_tool_calls=False).choices[0]
-    assert [c.function.name for c in choice.message.tool_calls] == ["add"]
+@pytest.mark.parametrize("stream", [False, True])
+def test_parallel_tool_calls_false_keeps_the_first_in_text_ids_and_history(world: GatewayWorld,
+                                                                          engine: ScriptedEngine, stream: bool) -> None:
+    """The answer is cut right after the first call: the call served, the ids recorded (and
+    trained) and the ids the next prompt continues from agree (before: the ids held both calls,
+    so the model's own history showed a call whose result never came)."""
+    engine.replies = [TWO, "It is 5."]
+    client, rid = _client(world)
+    first_call = TWO[: TWO.index("</tool_call>") + len("</tool_call>")]
+    kept = engine.tokenizer(first_call, add_special_tokens=False)["input_ids"]
+    kw = {"model": "policy", "messages": MESSAGES, "tools": TOOLS, "parallel_tool_calls": False}
+    if stream:
+        names = []
+        for chunk in client.chat.completions.create(stream=True, **kw):
+            for d in (chunk.choices[0].delta.tool_calls or ()) if chunk.choices else ():
+                names.append(d.function.name)
+        call_id, args = "call_1", '{"a": 2, "b": 3}'
+    else:
+        choice = client.chat.completions.create(**kw).choices[0]
+        names = [c.function.name for c in choice.message.tool_calls]
+        assert choice.model_extra["token_ids"] == kept and choice.finish_reason == "tool_calls"
+        call_id, args = choice.message.tool_calls[0].id, choice.message.tool_calls[0].function.arguments
+    assert [n for n in names if n] == ["add"]
+    (span,) = world.spans(rid, 1)
+    attrs = span["attributes"]
+    assert attrs["agentbolt.llm.response_token_ids"] == kept  # trained: the first call's tokens only
+    assert len(attrs["agentbolt.llm.response_logprobs"]) == len(kept)
+    follow = [*MESSAGES, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": "add", "arguments": args}}]},
+        {"role": "tool", "tool_call_id": call_id, "content": "5"}]
+    client.chat.completions.create(model="policy", messages=follow, tools=TOOLS, parallel_tool_calls=False)
+    p1, p2 = engine.prompts
+    assert p2[: len(p1) + len(kept)] == p1 + kept  # the history continues from exactly those ids
+    tail = engine.tokenizer.decode(p2[len(p1) + len(kept):])
+    assert tail.startswith("<|im_end|>\n<|im_start|>tool\n5<|im_end|>") and "weather" not in tail
+    assert world.spans(rid, 2)[1]["attributes"]["agentbolt.llm.prompt_source"] == "token_exact"
 
 
 def test_earlier_calls_are_written_in_the_parsers_format(world: GatewayWorld, engine: ScriptedEngine) -> None:

@@ -11,7 +11,8 @@ One step, in the order the code runs it (:meth:`GRPO._step`):
    :class:`~agentbolt.adapters.SampleAdapter` (what ``Trainer.dev`` previews); with
    ``agent_match`` only the matched agents' tokens carry loss;
 3. **advantages** — A_i = r_i − mean(r of its group), per rollout, copied to its samples;
-   groups whose rewards are all equal are dropped, failed rollouts never enter
+   groups whose rewards are all equal are dropped, failed rollouts never enter (but
+   the agent program's own failures with ``failure_reward``: :mod:`.failures`)
    (:mod:`.advantages`); rollouts staler than ``max_policy_lag`` are dropped (:mod:`.staleness`);
 4. **update** — PPO-clipped, importance-corrected, per-rollout-normalised loss, AdamW
    (:mod:`.update`, :mod:`.loss`);

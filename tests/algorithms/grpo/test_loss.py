@@ -166,3 +166,15 @@ def test_mismatched_shapes_say_what_is_expected() -> None:
         grpo_loss(logp, logp, torch.tensor([1.0, 1.0]), t([[1, 1]]), torch.tensor([0]))
     with pytest.raises(ValueError, match=r"must all be \[N, T\]"):
         grpo_loss(logp, logp, torch.tensor([1.0]), t([[1]]), torch.tensor([0]))
+
+
+def test_the_loss_options_are_config_fields_with_what_to_set() -> None:
+    from agentbolt.algorithms.grpo import GRPOConfig
+
+    cfg = GRPOConfig()
+    assert (cfg.loss_norm, cfg.clip_ratio_c, cfg.loss_norm_tokens) == ("rollout_token_mean", None, None)
+    assert GRPOConfig(loss_norm="rollout_sum", loss_norm_tokens=512).loss_norm_tokens == 512
+    with pytest.raises(ValueError, match="set loss_norm_tokens"):
+        GRPOConfig(loss_norm="rollout_sum")
+    with pytest.raises(ValueError):
+        GRPOConfig(clip_ratio_c=0.9)

@@ -107,3 +107,16 @@ def test_teacher_rollouts_recorded_through_another_engine_are_learned_from(tmp_p
                        for p in ("fruit a 1", "fruit c 3")]
     assert result.n_records == [2] and result.policy_version == 1
     assert (result.history[0]["given/rollouts"], result.history[0]["given/not_succeeded"]) == (4, 1)
+
+
+def test_sft_given_other_weights_than_the_engine_serves_refuses_before_training(tmp_path: Path) -> None:
+    """SFT(model=...) is checked like GRPO(model=...): the engine serves seed 3, SFT was given seed 4."""
+    from agentbolt.training.publish import ServedWeightsMismatchError
+
+    other, tokenizer = tiny_model(seed=4, vocab="bytes", hidden=64, n_layers=2)
+    train = tasks(4, seed=1)
+    config = SFTConfig(epochs=1, batch_size=4, run_dir=str(tmp_path / "sft"), progress=False, eval_before=False,
+                       eval_after=False)
+    with pytest.raises(ServedWeightsMismatchError, match="does not serve the weights this trainer was given"):
+        trainer(SFT(config, model=other, tokenizer=tokenizer, records=[record(t) for t in train])).fit(
+            exact_agent, train)
