@@ -8,7 +8,7 @@
   the ``function_call`` item names the function and carries its ``namespace``, as
   OpenAI's API answers a call of a namespaced function; earlier calls sent back with a
   ``namespace`` get the prompt's name again, so the history renders as it was sampled.
-* ``custom`` (free-form) tools — Codex's ``apply_patch`` is one — become function tools
+* ``custom`` (free-form) tools — Codex can send its ``apply_patch`` as one — become function tools
   taking one string, ``input`` (their grammar, if any, told in the description); the
   model's call comes back as a ``custom_tool_call`` item with that ``input``, and one sent
   back renders as the call it was.
