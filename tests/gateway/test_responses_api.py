@@ -167,12 +167,12 @@ def test_hosted_tools_are_dropped_and_recorded(world: GatewayWorld, engine: Scri
     a = world.claim()
     client = openai.OpenAI(base_url=a.base_url, api_key=a.token)
     hosted = [{"type": "web_search", "external_web_access": True}, {"type": "file_search", "vector_store_ids": ["v"]},
-              {"type": "custom", "name": "apply_patch", "format": {"type": "text"}}]
+              {"type": "mcp", "server_label": "docs", "server_url": "https://example.invalid/mcp"}]
     answer = client.responses.create(model="policy", input=QUESTION, tools=[*TOOLS, *hosted])  # type: ignore[list-item]
     assert answer.status == "completed" and answer.output[0].type == "function_call"
-    assert [t.type for t in answer.tools] == ["function", "web_search", "file_search", "custom"]  # echoed as sent
+    assert [t.type for t in answer.tools] == ["function", "web_search", "file_search", "mcp"]  # echoed as sent
     (span,) = world.spans(a.rollout_id, 1)
-    assert span["attributes"]["agentbolt.llm.dropped_tools"] == ["web_search", "file_search", "custom:apply_patch"]
+    assert span["attributes"]["agentbolt.llm.dropped_tools"] == ["web_search", "file_search", "mcp:docs"]
     request = json.loads(span["attributes"]["agentbolt.llm.request"])
     assert [t["function"]["name"] for t in request["tools"]] == ["add"]
     assert "web_search" not in engine.tokenizer.decode(engine.prompts[0])
@@ -223,3 +223,35 @@ def test_a_responses_websocket_is_refused_with_426(world: GatewayWorld) -> None:
                 additional_headers={"Authorization": f"Bearer {a.token}"})
     assert refused.value.response.status_code == 426
     assert json.loads(refused.value.response.body)["error"]["code"] == "websocket_not_supported"
+
+
+APPLY_PATCH = {"type": "custom", "name": "apply_patch", "description": "Edit files with a patch.",
+               "format": {"type": "grammar", "syntax": "lark", "definition": 'start: "*** Begin Patch" /.+/'}}
+PATCH = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_custom_tools_are_one_string_functions(world: GatewayWorld, engine: ScriptedEngine, stream: bool) -> None:
+    call_text = '<tool_call>\n' + json.dumps({"name": "apply_patch", "arguments": {"input": PATCH}}) + '\n</tool_call>'
+    engine.replies = [call_text, "Patched."]
+    a = world.claim()
+    client = openai.OpenAI(base_url=a.base_url, api_key=a.token)
+    if stream:
+        with client.responses.stream(model="policy", input="add a.txt", tools=[APPLY_PATCH]) as events:  # type: ignore[list-item]
+            kinds = [e.type for e in events]
+            first = events.get_final_response()
+        assert "response.custom_tool_call_input.done" in kinds and "response.function_call_arguments.delta" not in kinds
+    else:
+        first = client.responses.create(model="policy", input="add a.txt", tools=[APPLY_PATCH])  # type: ignore[list-item]
+    (call,) = first.output
+    assert call.type == "custom_tool_call" and call.name == "apply_patch" and call.input == PATCH
+    request = json.loads(world.spans(a.rollout_id, 1)[0]["attributes"]["agentbolt.llm.request"])
+    (tool,) = request["tools"]
+    assert tool["function"]["parameters"]["required"] == ["input"] and "lark grammar" in tool["function"]["description"]
+    history = [{"role": "user", "content": "add a.txt"}, call.model_dump(exclude_none=True),
+               {"type": "custom_tool_call_output", "call_id": call.call_id, "output": "Done!"}]
+    second = client.responses.create(model="policy", input=history, tools=[APPLY_PATCH])  # type: ignore[list-item]
+    assert second.output_text == "Patched."
+    s2 = world.spans(a.rollout_id, 2)[1]
+    assert s2["attributes"]["agentbolt.llm.prompt_source"] == "token_exact"
+    assert "agentbolt.llm.dropped_tools" not in s2["attributes"]

@@ -5,7 +5,9 @@
 ``response.output_text.done``, ``response.content_part.done``,
 ``response.output_item.done``; for each tool call, ``response.output_item.added`` (a
 function call), ``response.function_call_arguments.delta``…,
-``response.function_call_arguments.done``, ``response.output_item.done``; then
+``response.function_call_arguments.done``, ``response.output_item.done`` (for a custom
+tool: a ``custom_tool_call`` item, ``response.custom_tool_call_input.delta`` and
+``.done`` with its whole input); then
 ``response.completed`` (``response.incomplete`` when cut at max tokens) with the whole
 Response. An engine error mid-stream ends it with ``error`` and ``response.failed``.
 """
@@ -17,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from agentbolt.gateway.responses.items import function_call_item, new_id
+from agentbolt.gateway.responses.items import custom_input, function_call_item, new_id
 from agentbolt.gateway.responses.tools import ToolSet
 from agentbolt.gateway.responses.translate import response_object
 
@@ -34,6 +36,7 @@ class ResponsesStream:
         self.body = body
         self.tools = tools or ToolSet()
         self._prompt_names: dict[int, str] = {}  # chat tool-call index -> the name the prompt shows
+        self._arguments: dict[int, str] = {}  # chat tool-call index -> its arguments so far (JSON text)
         self.response_id = response_id
         self.on_done = on_done
         self._seq = 0
@@ -76,10 +79,17 @@ class ResponsesStream:
                     finish = c.get("finish_reason") or finish
             for event in self._close_text():
                 yield event
-            for item in self._calls.values():
+            for key, item in self._calls.items():
                 index = self._items.index(item)
-                yield self._event("response.function_call_arguments.done", item_id=item["id"], output_index=index,
-                                  name=item["name"], arguments=item["arguments"])
+                if item["type"] == "custom_tool_call":  # its input is known once its arguments are whole
+                    item["input"] = custom_input(self._arguments[key])
+                    yield self._event("response.custom_tool_call_input.delta", item_id=item["id"],
+                                      output_index=index, delta=item["input"])
+                    yield self._event("response.custom_tool_call_input.done", item_id=item["id"],
+                                      output_index=index, input=item["input"])
+                else:
+                    yield self._event("response.function_call_arguments.done", item_id=item["id"],
+                                      output_index=index, name=item["name"], arguments=item["arguments"])
                 item["status"] = "completed"
                 yield self._event("response.output_item.done", output_index=index, item=item)
             final = self._response("completed", finish_reason=finish, usage=usage)
@@ -132,7 +142,9 @@ class ResponsesStream:
         if item is None:
             out += self._close_text()
             self._prompt_names[index] = fn.get("name") or ""
-            item = function_call_item(new_id("fc"), call.get("id") or new_id("call"), self._prompt_names[index], "",
+            self._arguments[index] = ""
+            prefix = "ctc" if self._prompt_names[index] in self.tools.custom else "fc"
+            item = function_call_item(new_id(prefix), call.get("id") or new_id("call"), self._prompt_names[index], "",
                                       "in_progress", self.tools)
             self._calls[index] = item
             self._items.append(item)
@@ -144,9 +156,11 @@ class ResponsesStream:
             if namespace is not None:
                 item["namespace"] = namespace
         if fn.get("arguments"):
-            item["arguments"] += fn["arguments"]
-            out.append(self._event("response.function_call_arguments.delta", item_id=item["id"],
-                                   output_index=self._items.index(item), delta=fn["arguments"]))
+            self._arguments[index] += fn["arguments"]
+            if item["type"] == "function_call":
+                item["arguments"] = self._arguments[index]
+                out.append(self._event("response.function_call_arguments.delta", item_id=item["id"],
+                                       output_index=self._items.index(item), delta=fn["arguments"]))
         return out
 
     def _message(self) -> dict[str, Any]:
@@ -156,7 +170,7 @@ class ResponsesStream:
         if self._calls:
             message["tool_calls"] = [
                 {"id": c["call_id"], "type": "function",
-                 "function": {"name": self._prompt_names[i], "arguments": c["arguments"]}}
+                 "function": {"name": self._prompt_names[i], "arguments": self._arguments[i]}}
                 for i, c in self._calls.items()
             ]
         return message

@@ -1,8 +1,9 @@
 """Responses API items ↔ Chat Completions messages.
 
 Input: a string (one user message) or a list of items — messages (``role`` + text or
-``input_text``/``output_text`` parts), ``function_call`` (an earlier call of the model) and
-``function_call_output`` (its result). Consecutive assistant text and function calls
+``input_text``/``output_text`` parts), ``function_call`` / ``custom_tool_call`` (an
+earlier call of the model) and ``function_call_output`` / ``custom_tool_call_output``
+(its result). Consecutive assistant text and function calls
 become one assistant message with ``tool_calls``, as the chat answer was, so the gateway
 recognises an earlier answer (token-exact history). ``developer`` is ``system`` to a chat
 template. Reasoning items carry nothing a chat template renders and are skipped.
@@ -19,9 +20,9 @@ import uuid
 from typing import Any
 
 from agentbolt.gateway.chat_template import bad_request, text_of
-from agentbolt.gateway.responses.tools import ToolSet
+from agentbolt.gateway.responses.tools import CUSTOM_INPUT, ToolSet
 
-__all__ = ["function_call_item", "input_messages", "new_id", "output_items"]
+__all__ = ["custom_input", "function_call_item", "input_messages", "new_id", "output_items"]
 
 _SKIPPED = frozenset({"reasoning", "item_reference"})
 
@@ -61,7 +62,16 @@ def input_messages(items: Any, tools: ToolSet | None = None) -> list[dict[str, A
                 out[-1].setdefault("tool_calls", []).append(call)
             else:
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
+        elif kind == "custom_tool_call":  # an earlier call of a custom tool: its input is the one argument
+            name = tools.prompt_name(item.get("namespace"), str(item.get("name")))
+            arguments = json.dumps({CUSTOM_INPUT: str(item.get("input") or "")}, ensure_ascii=False)
+            call = {"id": item.get("call_id") or item.get("id"), "type": "function",
+                    "function": {"name": name, "arguments": arguments}}
+            if out and _open_assistant(out[-1]):
+                out[-1].setdefault("tool_calls", []).append(call)
+            else:
+                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             output = item.get("output")
             text = (
                 output
@@ -98,12 +108,29 @@ def output_items(message: dict[str, Any], ids: list[str], tools: ToolSet | None 
     return items
 
 
+def custom_input(arguments: str) -> str:
+    """A custom tool call's input from its function arguments (the raw text if unreadable)."""
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
+    if isinstance(value, dict) and isinstance(value.get(CUSTOM_INPUT), str):
+        return str(value[CUSTOM_INPUT])
+    return arguments
+
+
 def function_call_item(item_id: str, call_id: Any, prompt_name: str, arguments: str, status: str,
                        tools: ToolSet) -> dict[str, Any]:
-    """A ``function_call`` output item; a namespaced function's carries its ``namespace``."""
+    """A ``function_call`` output item (a ``custom_tool_call`` for a custom tool); a
+    namespaced function's carries its ``namespace``."""
     namespace, name = tools.origin(prompt_name)
-    item: dict[str, Any] = {"type": "function_call", "id": item_id, "call_id": call_id, "name": name,
-                            "arguments": arguments, "status": status}
+    item: dict[str, Any]
+    if prompt_name in tools.custom:
+        item = {"type": "custom_tool_call", "id": item_id, "call_id": call_id, "name": name,
+                "input": custom_input(arguments), "status": status}
+    else:
+        item = {"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": arguments,
+                "status": status}
     if namespace is not None:
         item["namespace"] = namespace
     return item

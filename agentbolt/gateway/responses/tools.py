@@ -8,12 +8,16 @@
   the ``function_call`` item names the function and carries its ``namespace``, as
   OpenAI's API answers a call of a namespaced function; earlier calls sent back with a
   ``namespace`` get the prompt's name again, so the history renders as it was sampled.
+* ``custom`` (free-form) tools — Codex can send its ``apply_patch`` as one — become function tools
+  taking one string, ``input`` (their grammar, if any, told in the description); the
+  model's call comes back as a ``custom_tool_call`` item with that ``input``, and one sent
+  back renders as the call it was.
 * tools the engine cannot run — hosted ones (``web_search``, ``file_search``,
   ``code_interpreter``, ``image_generation``, ``computer_use_preview``, ``mcp``,
-  ``local_shell``, ``tool_search``…) and ``custom`` (free-form) tools — are left out of
-  the prompt, and named in :attr:`ToolSet.dropped`, which the gateway records on the
-  call's span (``agentbolt.llm.dropped_tools``). The call goes on without them: the
-  model cannot call what it was not shown.
+  ``local_shell``, ``tool_search``…) — are left out of the prompt, and named in
+  :attr:`ToolSet.dropped`, which the gateway records on the call's span
+  (``agentbolt.llm.dropped_tools``). The call goes on without them: the model cannot
+  call what it was not shown.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from agentbolt.gateway.chat_template import bad_request
 
-__all__ = ["ToolSet", "chat_tool_choice", "tool_set"]
+__all__ = ["CUSTOM_INPUT", "ToolSet", "chat_tool_choice", "tool_set"]
 
 
 @dataclass
@@ -36,6 +40,8 @@ class ToolSet:
     """The tools left out: ``type`` (and ``:name`` where they have one)."""
     origins: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     """Prompt name → (namespace or None, the function's own name)."""
+    custom: set[str] = field(default_factory=set)
+    """Prompt names of ``custom`` (free-form) tools: their calls' one argument is ``input``."""
 
     def prompt_name(self, namespace: str | None, name: str) -> str:
         """The name the prompt shows for a request function (``namespace`` None: a plain one)."""
@@ -47,6 +53,22 @@ class ToolSet:
     def origin(self, prompt_name: str) -> tuple[str | None, str]:
         """(namespace, name) of the function the prompt calls ``prompt_name``."""
         return self.origins.get(prompt_name, (None, prompt_name))
+
+
+CUSTOM_INPUT = "input"
+"""The one argument of a custom tool's function: its free-form input."""
+
+
+def _custom_function(tool: dict[str, Any]) -> dict[str, Any]:
+    """A custom tool as a function tool of one string argument."""
+    description = str(tool.get("description") or "")
+    fmt = tool.get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "grammar" and fmt.get("definition"):
+        description += (f"\n\nThe input is free-form text in this {fmt.get('syntax') or ''} grammar:\n"
+                        f"{fmt['definition']}")
+    schema = {"type": "object", "required": [CUSTOM_INPUT],
+              "properties": {CUSTOM_INPUT: {"type": "string", "description": "the tool's whole input, as text"}}}
+    return {"description": description.strip(), "parameters": schema}
 
 
 def _function(tool: dict[str, Any], name: str) -> dict[str, Any]:
@@ -62,10 +84,14 @@ def tool_set(tools: Any) -> ToolSet:
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
         raise bad_request("'tools' must be a list of tool objects", "tools")
     flat: list[tuple[str | None, dict[str, Any]]] = []
+    custom: set[int] = set()  # positions in flat of custom tools
     for tool in tools:
         kind = tool.get("type")
         if kind == "function":
             flat.append((None, tool))
+        elif kind == "custom" and isinstance(tool.get("name"), str) and tool["name"]:
+            custom.add(len(flat))
+            flat.append((None, {"name": tool["name"], **_custom_function(tool)}))
         elif kind == "namespace" and isinstance(tool.get("tools"), list):
             for inner in tool["tools"]:
                 if isinstance(inner, dict) and inner.get("type", "function") == "function":
@@ -77,13 +103,15 @@ def tool_set(tools: Any) -> ToolSet:
     counts: dict[str, int] = {}
     for _, fn in flat:
         counts[str(fn.get("name"))] = counts.get(str(fn.get("name")), 0) + 1
-    for namespace, fn in flat:
+    for i, (namespace, fn) in enumerate(flat):
         name = str(fn.get("name"))
         if not name or name == "None":
             raise bad_request("each function tool needs a 'name'", "tools")
         prompt = name if counts[name] == 1 or namespace is None else f"{namespace}__{name}"
         out.origins[prompt] = (namespace, name)
         out.tools.append(_function(fn, prompt))
+        if i in custom:
+            out.custom.add(prompt)
     return out
 
 
@@ -99,7 +127,7 @@ def _label(tool: Any, namespace: Any) -> str:
 def chat_tool_choice(choice: Any, tools: ToolSet) -> Any:
     """Chat ``tool_choice`` for a Responses one: a named function (of a namespace too)
     nested; a choice of a dropped hosted tool, or ``allowed_tools``, is ``auto``."""
-    if isinstance(choice, dict) and choice.get("type") == "function":
+    if isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
         name = tools.prompt_name(choice.get("namespace"), str(choice.get("name")))
         return {"type": "function", "function": {"name": name}}
     if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
