@@ -18,7 +18,7 @@ import agentbolt
 from agentbolt import semconv
 from agentbolt.mcp import MCPToolError, StdioServer, UnknownToolError, connect, serve_http
 from agentbolt.rewards.judge import Trajectory
-from agentbolt.server.dashboard.waterfall import span_kind
+from agentbolt.server.dashboard.waterfall import span_kind, waterfall
 from agentbolt.store.memory import MemoryStore
 
 KV = Path(__file__).with_name("kv_server.py")
@@ -90,6 +90,11 @@ async def test_inside_a_rollout_tool_calls_are_execute_tool_spans_in_the_waterfa
     assert failed.status == "error" and failed.attributes[semconv.MCP_IS_ERROR] is True
     root = next(s for s in spans if s.name == semconv.ROLLOUT_SPAN)
     assert {s.parent_id for s in calls} == {root.span_id}
+    # the dashboard's waterfall: three tool rows under the rollout, named by their tool, the failed one saying so
+    rows = [r for r in waterfall(spans, attempt_id=root.attempt_id, attempt_start=None, truncated=False)["spans"]
+            if r["kind"] == "tool"]
+    assert [(r["summary"].split(" · ")[0], r["depth"]) for r in rows] == [("put", 1), ("get", 1), ("get", 1)]
+    assert rows[2]["status"] == "error" and "error" in rows[2]["summary"]
     # a judge reads what the tool really returned
     tools = Trajectory.from_spans(rollout.rollout_id, spans).tool_calls
     assert [(t.name, t.arguments, t.error) for t in tools] == [

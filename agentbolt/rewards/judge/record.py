@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from agentbolt import semconv
 from agentbolt.rewards.judge.client import JudgeCall
@@ -56,10 +56,10 @@ class Placement:
                     **ids, **fields)
 
 
-def judge_attributes(call: JudgeCall | None, *, kind: JudgeKind, name: str, group: Sequence[str]) -> dict[str, object]:
+def judge_attributes(call: JudgeCall | None, *, kind: JudgeKind, name: str, group: Sequence[str]) -> dict[str, Any]:
     """The attributes of an ``agentbolt.judge`` span for ``call``."""
-    attrs: dict[str, object] = {semconv.JUDGE_KIND: kind, semconv.JUDGE_NAME: name,
-                                semconv.JUDGE_GROUP: list(group)}
+    attrs: dict[str, Any] = {semconv.JUDGE_KIND: kind, semconv.JUDGE_NAME: name,
+                             semconv.JUDGE_GROUP: list(group)}
     if call is not None:
         attrs.update({semconv.JUDGE_CALL_ID: call.call_id, semconv.JUDGE_CLIENT: call.client,
                       semconv.JUDGE_REQUEST: to_json(call.messages), semconv.JUDGE_RESPONSE: call.answer,

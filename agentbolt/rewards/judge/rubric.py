@@ -39,8 +39,6 @@ class RubricJudge:
     """Scores one trajectory at a time against ``rubric`` with ``client``; ``name`` is
     the reward it writes, ``retries`` how often a malformed answer is asked again."""
 
-    kind = "rubric"
-
     def __init__(self, client: JudgeClient, rubric: str = DEFAULT_RUBRIC, *, name: str = "rubric",
                  retries: int = 1, max_tokens: int = 512, concurrency: int = 8) -> None:
         if retries < 0:
@@ -68,14 +66,14 @@ class RubricJudge:
             verdict = await self.judge(trajectory)
         except JudgeError as exc:
             span = tracer.start_span(semconv.JUDGE_SPAN, attributes={
-                **judge_attributes(exc.call, kind="rubric", name=self.name, group=[ctx.rollout_id]),  # type: ignore[dict-item]
+                **judge_attributes(exc.call, kind="rubric", name=self.name, group=[ctx.rollout_id]),
                 semconv.EXCEPTION_TYPE: type(exc).__name__, semconv.EXCEPTION_MESSAGE: str(exc)})
             span.set_status(Status(StatusCode.ERROR, str(exc)[:1000]))
             span.end()
             raise
         call = verdict.call
         span = tracer.start_span(semconv.JUDGE_SPAN, start_time=int(call.start_time * 1e9), attributes={
-            **judge_attributes(call, kind="rubric", name=self.name, group=[ctx.rollout_id]),  # type: ignore[dict-item]
+            **judge_attributes(call, kind="rubric", name=self.name, group=[ctx.rollout_id]),
             semconv.JUDGE_SCORE: verdict.score, semconv.JUDGE_RATIONALE: verdict.rationale})
         span.end(end_time=int(call.end_time * 1e9))
         emit_reward({self.name: verdict.score}, primary=self.name,

@@ -46,8 +46,6 @@ class GroupJudge:
     * ``max_tokens`` — the judge's answer budget (a rationale per trajectory).
     """
 
-    kind = "group"
-
     def __init__(self, client: JudgeClient, *, rubric: str = DEFAULT_GROUP_RUBRIC, name: str = "judge",
                  retries: int = 1, max_tokens: int = 2048, shuffle: bool = True) -> None:
         if retries < 0:
