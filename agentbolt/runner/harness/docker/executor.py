@@ -286,7 +286,7 @@ class DockerExecutor(IsolatedExecutor):
             exit_code=code, stdout=stdout, stderr_tail=stderr.decode("utf-8", "replace"), timed_out=timed_out,
             duration=time.monotonic() - started, extra={"stdout_bytes": total, "sandbox_report": report,
                                                         "container": container.name},
-            outputs=outputs, workspace=spec.workspace or slot.workspace, events=events,
+            outputs=outputs, workspace=spec.workspace, events=events,  # the run directory goes with the container
         )
 
     def _outputs(self, slot: Slot, names: tuple[str, ...]) -> dict[str, bytes]:
