@@ -186,8 +186,10 @@ class DockerExecutor(IsolatedExecutor):
                 os.chmod(slot.sock_dir / "gateway.sock", 0o666)  # the container's user connects
             await asyncio.to_thread(self._write_launch, slot, spec)
             if slot.container is None:
-                container = await asyncio.to_thread(
-                    create_container, state.client, tag, slot, self.settings, "program", rollout_id, attempt_id)
+                creating = asyncio.ensure_future(asyncio.to_thread(
+                    create_container, state.client, tag, slot, self.settings, "program", rollout_id, attempt_id))
+                slot.creating = creating  # a cancellation mid-create must still find the container to remove
+                container = await asyncio.shield(creating)
                 await asyncio.to_thread(container.start)
             else:
                 with contextlib.suppress(Exception):  # names can change, labels cannot: the ids in the name
@@ -312,9 +314,16 @@ class DockerExecutor(IsolatedExecutor):
         assert spec.evaluator is not None
         evaluator = spec.evaluator
         labels = {**slot.labels, KIND: "snapshot"}
-        snapshot = await asyncio.to_thread(
+        committing = asyncio.ensure_future(asyncio.to_thread(
             slot.container.commit, repository="agentbolt-snapshot", tag=slot.container.id[:12],
-            conf={"Labels": labels})
+            conf={"Labels": labels}))
+        try:
+            snapshot = await asyncio.shield(committing)
+        except asyncio.CancelledError:  # the snapshot still appears: remove it, then stop
+            with contextlib.suppress(Exception):
+                made = await committing
+                await asyncio.to_thread(client.images.remove, made.id, force=True)
+            raise
         container = None
         try:
             env = {**evaluator.env, "AGENTBOLT_EXIT_CODE": str(program.exit_code),
@@ -370,6 +379,9 @@ class DockerExecutor(IsolatedExecutor):
     # ------------------------------------------------------------------ lifecycle
     async def _cleanup(self, slot: Slot, proxy: GatewayProxy | None, workspace: Path | None) -> None:
         """Remove the container, stop the relay, hand the workspace back, remove the run directory."""
+        if slot.creating is not None:
+            with contextlib.suppress(Exception):
+                await slot.creating
         if slot.container is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(slot.container.remove, force=True, v=True)
