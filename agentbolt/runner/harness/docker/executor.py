@@ -71,7 +71,7 @@ class DockerExecutor(IsolatedExecutor):
 
     * ``image`` — the image of tasks that name none; a task's field ``image_field``
       names another, ``dockerfile_field`` a build context. The image needs ``/bin/sh``
-      and ``python3`` (3.9+) for agentbolt's init (``build_host_base_image()`` makes one
+      and ``python3`` (3.10+) for agentbolt's init (``build_host_base_image()`` makes one
       from this machine's files).
     * ``limits`` — :class:`ContainerLimits`; ``read_only_root`` — mount the image
       read-only (``/workspace``, ``/tmp`` and the reward directory stay writable);

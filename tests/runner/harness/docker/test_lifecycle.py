@@ -140,3 +140,16 @@ async def test_a_warm_pool_starts_containers_ahead_and_uses_each_once(base_image
 
     await main()
     assert left_over(owner) == []
+
+
+async def test_an_image_that_cannot_run_the_init_is_one_clear_error(base_image: str, tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text(f"FROM {base_image}\nRUN rm -f /usr/bin/python3 /usr/bin/python3.*\n")
+    executor = DockerExecutor(owner=_owner())
+    try:
+        with pytest.raises(ImageNotReadyError, match="needs /bin/sh and python3"):
+            executor.check_ready([{"dockerfile": str(tmp_path)}])
+    finally:
+        client = docker.from_env()
+        from agentbolt.runner.harness.docker.images import build_context_tag
+
+        client.images.remove(build_context_tag(tmp_path), force=True)
