@@ -10,6 +10,8 @@ now belongs to another process), and leaves those of live runners and other host
 from __future__ import annotations
 
 import logging
+import shutil
+from pathlib import Path
 from typing import Any
 
 from agentbolt.runner.harness.docker.labels import owned
@@ -29,11 +31,14 @@ def reap_orphans(client: Any, owner: str) -> list[str]:
     for container in client.containers.list(all=True, filters=owned(owner)):
         if is_alive(container.labels.get(CONTROLLER, "")):
             continue
+        run_dir = _run_dir(container)
         try:
             container.remove(force=True, v=True)
             removed.append(container.name)
         except docker.errors.NotFound:
             continue
+        if run_dir is not None:
+            shutil.rmtree(run_dir, ignore_errors=True)
     for image in client.images.list(filters=owned(owner)):
         if not is_alive(image.labels.get(CONTROLLER, "")):
             try:
@@ -45,3 +50,13 @@ def reap_orphans(client: Any, owner: str) -> list[str]:
         log.warning("removed %d container(s)/snapshot(s) left by a runner that is gone: %s", len(removed),
                     ", ".join(removed))
     return removed
+
+
+def _run_dir(container: Any) -> Path | None:
+    """The run directory on this machine that the container mounts (``in/`` is in it)."""
+    for mount in container.attrs.get("Mounts") or []:
+        if mount.get("Destination") == "/run/agentbolt/in":
+            root = Path(str(mount.get("Source", ""))).parent
+            if all((root / d).is_dir() for d in ("in", "out", "report", "sock")):  # only ever our own layout
+                return root
+    return None

@@ -86,9 +86,11 @@ async def test_after_a_kill_9_the_next_executor_removes_the_orphans(base_image: 
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     time.sleep(0.2)
-    assert len(left_over(owner)) == 1  # kill -9: nothing ran to remove it
+    [orphan] = docker.from_env().containers.list(all=True, filters=owned(owner))  # kill -9: nothing removed it
+    run_dir = Path(next(m["Source"] for m in orphan.attrs["Mounts"] if m["Destination"] == "/run/agentbolt/in")).parent
     DockerExecutor(base_image, owner=owner).check_ready()  # the restarted runner, before claiming
     assert left_over(owner) == []
+    assert not run_dir.exists()  # its run directory (launch script, token, workspace) went with it
 
 
 async def test_a_missing_image_is_one_clear_error_before_any_run() -> None:
