@@ -63,6 +63,8 @@ class Slot:
     image: str = ""
     warm: bool = False
     labels: dict[str, str] = field(default_factory=dict)
+    creating: Any = None
+    """The container's creation while it is under way (an asyncio future)."""
 
     @property
     def in_dir(self) -> Path:

@@ -71,7 +71,7 @@ class DockerExecutor(IsolatedExecutor):
 
     * ``image`` — the image of tasks that name none; a task's field ``image_field``
       names another, ``dockerfile_field`` a build context. The image needs ``/bin/sh``
-      and ``python3`` (3.9+) for agentbolt's init (``build_host_base_image()`` makes one
+      and ``python3`` (3.10+) for agentbolt's init (``build_host_base_image()`` makes one
       from this machine's files).
     * ``limits`` — :class:`ContainerLimits`; ``read_only_root`` — mount the image
       read-only (``/workspace``, ``/tmp`` and the reward directory stay writable);
@@ -186,8 +186,10 @@ class DockerExecutor(IsolatedExecutor):
                 os.chmod(slot.sock_dir / "gateway.sock", 0o666)  # the container's user connects
             await asyncio.to_thread(self._write_launch, slot, spec)
             if slot.container is None:
-                container = await asyncio.to_thread(
-                    create_container, state.client, tag, slot, self.settings, "program", rollout_id, attempt_id)
+                creating = asyncio.ensure_future(asyncio.to_thread(
+                    create_container, state.client, tag, slot, self.settings, "program", rollout_id, attempt_id))
+                slot.creating = creating  # a cancellation mid-create must still find the container to remove
+                container = await asyncio.shield(creating)
                 await asyncio.to_thread(container.start)
             else:
                 with contextlib.suppress(Exception):  # names can change, labels cannot: the ids in the name
@@ -286,7 +288,7 @@ class DockerExecutor(IsolatedExecutor):
             exit_code=code, stdout=stdout, stderr_tail=stderr.decode("utf-8", "replace"), timed_out=timed_out,
             duration=time.monotonic() - started, extra={"stdout_bytes": total, "sandbox_report": report,
                                                         "container": container.name},
-            outputs=outputs, workspace=spec.workspace or slot.workspace, events=events,
+            outputs=outputs, workspace=spec.workspace, events=events,  # the run directory goes with the container
         )
 
     def _outputs(self, slot: Slot, names: tuple[str, ...]) -> dict[str, bytes]:
@@ -312,9 +314,16 @@ class DockerExecutor(IsolatedExecutor):
         assert spec.evaluator is not None
         evaluator = spec.evaluator
         labels = {**slot.labels, KIND: "snapshot"}
-        snapshot = await asyncio.to_thread(
+        committing = asyncio.ensure_future(asyncio.to_thread(
             slot.container.commit, repository="agentbolt-snapshot", tag=slot.container.id[:12],
-            conf={"Labels": labels})
+            conf={"Labels": labels}))
+        try:
+            snapshot = await asyncio.shield(committing)
+        except asyncio.CancelledError:  # the snapshot still appears: remove it, then stop
+            with contextlib.suppress(Exception):
+                made = await committing
+                await asyncio.to_thread(client.images.remove, made.id, force=True)
+            raise
         container = None
         try:
             env = {**evaluator.env, "AGENTBOLT_EXIT_CODE": str(program.exit_code),
@@ -370,6 +379,9 @@ class DockerExecutor(IsolatedExecutor):
     # ------------------------------------------------------------------ lifecycle
     async def _cleanup(self, slot: Slot, proxy: GatewayProxy | None, workspace: Path | None) -> None:
         """Remove the container, stop the relay, hand the workspace back, remove the run directory."""
+        if slot.creating is not None:
+            with contextlib.suppress(Exception):
+                await slot.creating
         if slot.container is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(slot.container.remove, force=True, v=True)

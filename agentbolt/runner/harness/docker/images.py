@@ -15,7 +15,7 @@ from agentbolt.runner.harness.errors import HarnessConfigError
 
 __all__ = ["ImageNotReadyError", "ImageSource", "build_context_tag", "check_image", "ensure_image", "image_source"]
 
-REQUIREMENT = "/bin/sh and python3 (3.9 or later) on PATH: agentbolt's init and gateway relay run on them"
+REQUIREMENT = "/bin/sh and python3 (3.10 or later) on PATH: agentbolt's init and gateway relay run on them"
 
 
 class ImageNotReadyError(HarnessConfigError):
@@ -102,7 +102,8 @@ def check_image(client: Any, tag: str, python: str) -> None:
 
     try:
         client.containers.run(
-            tag, ["/bin/sh", "-c", f'exec {python} -I -S -c "import _socket, _thread, ctypes, resource, select"'],
+            tag, ["/bin/sh", "-c", f'exec {python} -I -S -c "import sys, _socket, _thread, ctypes, resource, select; '
+                   'sys.exit(sys.version_info < (3, 10))"'],
             entrypoint=[], network_mode="none", remove=True, user="0:0", labels={MANAGED_BY: MANAGER},
             stdout=True, stderr=True,
         )

@@ -10,6 +10,8 @@ now belongs to another process), and leaves those of live runners and other host
 from __future__ import annotations
 
 import logging
+import shutil
+from pathlib import Path
 from typing import Any
 
 from agentbolt.runner.harness.docker.labels import owned
@@ -30,11 +32,14 @@ def reap_orphans(client: Any, owner: str) -> list[str]:
     for container in client.api.containers(all=True, filters=owned(owner)):
         if is_alive((container.get("Labels") or {}).get(CONTROLLER, "")):
             continue
+        run_dir = _run_dir(container)
         try:
             client.api.remove_container(container["Id"], force=True, v=True)
             removed.append(str((container.get("Names") or [container["Id"][:12]])[0]).lstrip("/"))
         except docker.errors.NotFound:
             continue
+        if run_dir is not None:
+            shutil.rmtree(run_dir, ignore_errors=True)
     for image in client.images.list(filters=owned(owner)):
         if not is_alive(image.labels.get(CONTROLLER, "")):
             try:
@@ -46,3 +51,13 @@ def reap_orphans(client: Any, owner: str) -> list[str]:
         log.warning("removed %d container(s)/snapshot(s) left by a runner that is gone: %s", len(removed),
                     ", ".join(removed))
     return removed
+
+
+def _run_dir(container: Any) -> Path | None:
+    """The run directory on this machine that the container mounts (``in/`` is in it)."""
+    for mount in container.attrs.get("Mounts") or []:
+        if mount.get("Destination") == "/run/agentbolt/in":
+            root = Path(str(mount.get("Source", ""))).parent
+            if all((root / d).is_dir() for d in ("in", "out", "report", "sock")):  # only ever our own layout
+                return root
+    return None

@@ -70,8 +70,9 @@ class KubernetesJobExecutor(IsolatedExecutor):
     * ``reconcile_seconds`` — how often the watch is restarted and all Jobs listed.
     * ``owner`` — labels everything made; keep it stable, so a restarted runner deletes
       what a killed one left.
-    * ``api_client`` — a ready ``kubernetes.client.ApiClient``; else the kubeconfig
-      (``kubeconfig``, ``context``) or the in-cluster service account is used.
+    * ``api_client`` — a ready ``kubernetes.client.ApiClient`` (this process only: runner
+      processes started from a pickled harness load the configuration); else the
+      kubeconfig (``kubeconfig``, ``context``) or the in-cluster service account is used.
     """
 
     def __init__(

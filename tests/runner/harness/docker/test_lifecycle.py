@@ -86,9 +86,11 @@ async def test_after_a_kill_9_the_next_executor_removes_the_orphans(base_image: 
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     time.sleep(0.2)
-    assert len(left_over(owner)) == 1  # kill -9: nothing ran to remove it
+    [orphan] = docker.from_env().containers.list(all=True, filters=owned(owner))  # kill -9: nothing removed it
+    run_dir = Path(next(m["Source"] for m in orphan.attrs["Mounts"] if m["Destination"] == "/run/agentbolt/in")).parent
     DockerExecutor(base_image, owner=owner).check_ready()  # the restarted runner, before claiming
     assert left_over(owner) == []
+    assert not run_dir.exists()  # its run directory (launch script, token, workspace) went with it
 
 
 async def test_a_missing_image_is_one_clear_error_before_any_run() -> None:
@@ -140,3 +142,16 @@ async def test_a_warm_pool_starts_containers_ahead_and_uses_each_once(base_image
 
     await main()
     assert left_over(owner) == []
+
+
+async def test_an_image_that_cannot_run_the_init_is_one_clear_error(base_image: str, tmp_path: Path) -> None:
+    (tmp_path / "Dockerfile").write_text(f"FROM {base_image}\nRUN rm -f /usr/bin/python3 /usr/bin/python3.*\n")
+    executor = DockerExecutor(owner=_owner())
+    try:
+        with pytest.raises(ImageNotReadyError, match="needs /bin/sh and python3"):
+            executor.check_ready([{"dockerfile": str(tmp_path)}])
+    finally:
+        client = docker.from_env()
+        from agentbolt.runner.harness.docker.images import build_context_tag
+
+        client.images.remove(build_context_tag(tmp_path), force=True)
