@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from agentbolt.adapters.calls import is_model_call
-from agentbolt.runner.harness import Harness, Sandbox
+from agentbolt.runner.harness import Harness, Limits, Sandbox
 from agentbolt.types import Rollout, RolloutConfig, RolloutStatus
-from runner.harness.attacks import GRADER, event_kinds
+from runner.harness.attacks import GRADER, event_kinds, run_attacks
 from runner.harness.helpers import Served, script
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -109,3 +109,33 @@ async def test_one_attacker_leaves_eight_honest_rollouts_unchanged(
     # the attacker itself ran to its end and was judged; what it was refused is on record
     assert attacker.status == RolloutStatus.SUCCEEDED and attacker.reward == 0.0
     assert "limit.connections" in await event_kinds(served, attacker)
+
+
+THREADS = r'''
+import threading
+if attack == "honest":
+    workers = [threading.Thread(target=time.sleep, args=(0.2,)) for _ in range(8)]   # a normal pool
+    for w in workers: w.start()
+    for w in workers: w.join()
+    answer()
+elif attack == "thread_bomb":          # small stacks: the data limit alone would allow thousands
+    threading.stack_size(64 << 10)
+    started = 0
+    try:
+        for _ in range(3000):
+            threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+            started += 1
+    except RuntimeError:
+        pass
+    time.sleep(2)
+    if started >= 3000: pwned(f"{started} threads")
+'''
+
+
+@pytest.mark.timeout(120)
+async def test_threads_are_bounded_even_for_a_root_controller(served: Served, tmp_path: Path) -> None:
+    by = await run_attacks(served, tmp_path, THREADS, ["thread_bomb"], sandbox=Sandbox(limits=Limits(threads=256)))
+    assert (by["honest"].status, by["honest"].reward) == (RolloutStatus.SUCCEEDED, 1.0)
+    bomb = by["thread_bomb"]
+    assert (bomb.status, bomb.reward) == (RolloutStatus.SUCCEEDED, 0.0)
+    assert "limit.threads" in await event_kinds(served, bomb)

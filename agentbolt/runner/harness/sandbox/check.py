@@ -146,6 +146,8 @@ def findings_from_probe(seen: dict[str, Any], config: Sandbox) -> list[Finding]:
                        "counted by the sandbox's init every 50 ms; the kernel's RLIMIT_NPROC "
                        + ("is waived for root: a fast fork loop can pass the count between two samples"
                           if root else "stops forks a little above it"), guarantee=False))
+    out.append(Finding("limits", f"threads: {limits.threads} at once", limits.threads is not None,
+                       "counted with the processes by the sandbox's init" if limits.threads else "not limited"))
     out.append(Finding("limits", "memory and processes of the whole tree (cgroup)", False,
                        "per-process limits only (see docs/harness.md, 'No cgroup')", guarantee=False))
     out.append(Finding("limits", "gateway requests at once", True,

@@ -35,6 +35,9 @@ class Limits(BaseModel):
     output_mb: float = Field(1.0, gt=0)
     tmp_mb: int | None = Field(512, ge=1)
     open_files: int | None = Field(1024, ge=16)
+    threads: int | None = Field(2048, ge=16)
+    """Threads of all its processes at once, counted with the processes (every 50 ms):
+    the kernel's own bound on them (RLIMIT_NPROC) does not hold for a root controller."""
     connections: int = Field(16, ge=1, le=1024)
     """Gateway requests in flight at once (each holds a connection and two descriptors
     of the controller, two threads of the sandbox's relay); more are answered 503."""

@@ -14,7 +14,7 @@ Where they come from:
   than the gateway's: the store's admin API, a database, the dashboard);
 * the gateway relay — ``network.denied`` (an HTTP request for anything but the
   attempt's own model calls and reward);
-* the sandbox's init — ``limit.processes``, ``limit.wall_time``, ``limit.cpu``,
+* the sandbox's init — ``limit.processes``, ``limit.threads``, ``limit.wall_time``, ``limit.cpu``,
   ``limit.file_size``, ``limit.connections`` (connections the relay closed);
 * the controller's side of the relay — ``limit.connections`` (requests past the limit at
   once), ``limit.request_time`` (a request head too slow);

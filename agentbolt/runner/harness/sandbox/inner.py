@@ -14,8 +14,8 @@ and ``subprocess``, ``json`` or ``socket`` would triple its start-up time). It
    not route: no packet left) and writes a JSON report to ``REPORT_FD``, a pipe the
    program does not inherit and, this process being non-dumpable, cannot open.
 
-``LIMITS`` is ``name=value`` pairs joined by commas (wall, memory, processes, cpu, file,
-nofile). The exit code is the program's (``128 + signal`` when a signal ended it).
+``LIMITS`` is ``name=value`` pairs joined by commas (wall, memory, processes, threads,
+cpu, file, nofile, connections). The exit code is the program's (``128 + signal`` when a signal ended it).
 """
 
 import _signal
@@ -143,6 +143,18 @@ def _pids() -> list:
     return [name for name in os.listdir("/proc") if name.isdigit() and name != "1"]
 
 
+def _threads(pids: list) -> int:
+    """Threads of the program's processes (the kernel's RLIMIT_NPROC counts them too,
+    but waives itself for root)."""
+    total = 0
+    for name in pids:
+        try:
+            total += len(os.listdir(f"/proc/{name}/task"))
+        except OSError:
+            continue
+    return total
+
+
 def _data_peak(pids: list) -> int:
     """The largest ``VmData`` (heap and other private writable memory) now, in bytes."""
     peak = 0
@@ -161,6 +173,7 @@ def _data_peak(pids: list) -> int:
 def _supervise(pid: int, limits: dict, started: float, report: dict) -> int:
     wall = limits.get("wall")
     max_procs = limits.get("processes")
+    max_threads = limits.get("threads")
     poller = select.poll()
     poller.register(os.pidfd_open(pid), select.POLLIN)  # wakes the moment the program ends
     report["peak_processes"], report["peak_data_bytes"] = 0, 0
@@ -175,6 +188,12 @@ def _supervise(pid: int, limits: dict, started: float, report: dict) -> int:
         if max_procs is not None and len(pids) >= max_procs:
             _event(report, "limit.processes", f"the program reached {len(pids)} processes (limit {int(max_procs)})")
             return 128 + _signal.SIGKILL
+        if max_threads is not None:
+            threads = _threads(pids)
+            report["peak_threads"] = max(report.get("peak_threads", 0), threads)
+            if threads >= max_threads:
+                _event(report, "limit.threads", f"the program reached {threads} threads (limit {int(max_threads)})")
+                return 128 + _signal.SIGKILL
         if wall is not None and time.monotonic() - started > wall:
             _event(report, "limit.wall_time", f"the program ran longer than {wall:g} s; all its processes were killed")
             report["timed_out"] = True

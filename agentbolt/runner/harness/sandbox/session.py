@@ -192,6 +192,7 @@ class SandboxSession:
             "wall": spec.timeout,
             "memory": limits.memory_mb << 20 if limits.memory_mb else None,
             "processes": limits.processes,
+            "threads": limits.threads,
             "cpu": limits.cpu_seconds,
             "file": limits.file_mb << 20 if limits.file_mb else None,
             "nofile": limits.open_files,
