@@ -53,9 +53,10 @@ def reap_orphans(client: Any, owner: str) -> list[str]:
     return removed
 
 
-def _run_dir(container: Any) -> Path | None:
-    """The run directory on this machine that the container mounts (``in/`` is in it)."""
-    for mount in container.attrs.get("Mounts") or []:
+def _run_dir(container: dict[str, Any]) -> Path | None:
+    """The run directory on this machine that the container mounts (``in/`` is in it);
+    ``container`` as the Engine API's container list gives it."""
+    for mount in container.get("Mounts") or []:
         if mount.get("Destination") == "/run/agentbolt/in":
             root = Path(str(mount.get("Source", ""))).parent
             if all((root / d).is_dir() for d in ("in", "out", "report", "sock")):  # only ever our own layout
