@@ -190,8 +190,14 @@ def test_models_in_anthropic_shape(world: GatewayWorld) -> None:
     a = world.claim()
     page = _client(world, a).models.list()
     assert [m.id for m in page.data] == ["scripted"] and page.data[0].type == "model"
+    assert _client(world, a).models.retrieve("scripted").id == "scripted"
+    with pytest.raises(anthropic.NotFoundError):
+        _client(world, a).models.retrieve("claude-opus-4")
     with httpx.Client(base_url=a.base_url, headers={"Authorization": f"Bearer {a.token}"}) as http:
         assert http.get("/models").json()["object"] == "list"  # OpenAI clients keep OpenAI's shape
+        assert http.get("/models/scripted").json()["object"] == "model"
+        missing = http.get("/models/gpt-4o")
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "model_not_found"
 
 
 def test_header_form_auth_kinds_and_beta_query(world: GatewayWorld) -> None:

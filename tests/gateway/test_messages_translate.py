@@ -4,6 +4,8 @@ named, how content blocks become chat messages, and what is refused."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.messages.translate import chat_request, content_blocks, stop_of
@@ -63,8 +65,43 @@ def test_answer_blocks() -> None:
     {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
     {"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "any"}},
     {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+    {"messages": [{"role": "user", "content": "x"}], "tools": [{"name": 5, "input_schema": {"type": "object"}}]},
+    {"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "input": {}}]}]},
+    {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": 5}]}]},
+    {"system": {"text": "x"}, "messages": [{"role": "user", "content": "x"}]},
 ])
 def test_refused_with_a_400_in_anthropic_shape(body: dict) -> None:  # type: ignore[type-arg]
     with pytest.raises(EngineError) as err:
         chat_request(body)
     assert err.value.status_code == 400 and err.value.body["error"]["type"] == "invalid_request_error"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["type", "role", "content", "text", "name", "input", "tool_use_id", "input_schema",
+                         "thinking", "source", "data", "id"]), inner, max_size=4),
+    max_leaves=12,
+)
+_BLOCK = st.fixed_dictionaries(
+    {"type": st.one_of(st.sampled_from(["text", "tool_use", "tool_result", "thinking", "redacted_thinking",
+                                        "document", "image"]), _JSON)},
+    optional={k: _JSON for k in ("text", "name", "input", "content", "source", "thinking", "id", "tool_use_id")},
+)
+_BODY = st.fixed_dictionaries(
+    {"messages": st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "system", "tool"]),
+                                                 "content": st.one_of(st.lists(_BLOCK, max_size=3), _JSON)}),
+                          max_size=3)},
+    optional={k: _JSON for k in ("system", "tools", "tool_choice", "max_tokens", "stop_sequences")},
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_BODY)
+def test_any_body_is_a_chat_request_or_a_400_never_a_crash(body: dict) -> None:  # type: ignore[type-arg]
+    try:
+        chat, _ = chat_request(body)
+    except EngineError as err:
+        assert err.status_code == 400 and err.body["type"] == "error"
+    else:
+        assert all(m["role"] in ("system", "user", "assistant", "tool") for m in chat["messages"])

@@ -7,7 +7,7 @@ Bearer``): non-streaming and streaming, tools, ``tool_choice``, ``stop_sequences
 has an ``anthropic-version`` header. Recorded like a chat call. See ``docs/gateway.md``.
 """
 
-from agentbolt.gateway.messages.api import anthropic_models, count_tokens, create_message
+from agentbolt.gateway.messages.api import anthropic_model, anthropic_models, count_tokens, create_message
 from agentbolt.gateway.messages.errors import as_anthropic, error_body
 
-__all__ = ["anthropic_models", "as_anthropic", "count_tokens", "create_message", "error_body"]
+__all__ = ["anthropic_model", "anthropic_models", "as_anthropic", "count_tokens", "create_message", "error_body"]

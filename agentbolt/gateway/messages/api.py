@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from agentbolt.gateway.origin import CallOrigin
     from agentbolt.gateway.token_chat import TokenChat
 
-__all__ = ["MessagesGateway", "anthropic_models", "count_tokens", "create_message"]
+__all__ = ["MessagesGateway", "anthropic_model", "anthropic_models", "count_tokens", "create_message"]
 
 
 class MessagesGateway(Protocol):
@@ -109,13 +109,16 @@ def count_tokens(gateway: MessagesGateway, body: dict[str, Any]) -> dict[str, An
     return {"input_tokens": len(ids)}
 
 
+def anthropic_model(model: dict[str, Any]) -> dict[str, Any]:
+    """One OpenAI model object in Anthropic's shape."""
+    created = model.get("created")
+    when = datetime.datetime.fromtimestamp(created if isinstance(created, int | float) else 0, tz=datetime.UTC)
+    return {"type": "model", "id": model.get("id"), "display_name": model.get("id"),
+            "created_at": when.isoformat().replace("+00:00", "Z")}
+
+
 def anthropic_models(models: dict[str, Any]) -> dict[str, Any]:
     """``GET /v1/models`` in Anthropic's shape (asked with an ``anthropic-version`` header)."""
-    data = []
-    for m in models.get("data") or ():
-        created = m.get("created")
-        when = datetime.datetime.fromtimestamp(created if isinstance(created, int | float) else 0, tz=datetime.UTC)
-        data.append({"type": "model", "id": m.get("id"), "display_name": m.get("id"),
-                     "created_at": when.isoformat().replace("+00:00", "Z")})
+    data = [anthropic_model(m) for m in models.get("data") or ()]
     return {"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
             "last_id": data[-1]["id"] if data else None}

@@ -38,7 +38,6 @@ __all__ = [
 ]
 
 _SAMPLING = {"model": "model", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k"}
-_TEXT_KINDS = frozenset({"text"})
 
 
 def new_message_id() -> str:
@@ -57,7 +56,7 @@ def tool_use_id(chat_id: str | None) -> str:
 
 def _block_text(block: dict[str, Any], where: str) -> str:
     kind = block.get("type")
-    if kind in _TEXT_KINDS:
+    if kind == "text":
         return str(block.get("text", ""))
     if kind == "thinking":
         return str(block.get("thinking", ""))
@@ -121,6 +120,8 @@ def _assistant_message(content: Any, where: str) -> dict[str, Any]:
         if not isinstance(block, dict):
             raise bad_request(f"{where}: each content block must be an object")
         if block.get("type") == "tool_use":
+            if not isinstance(block.get("name"), str) or not block["name"]:
+                raise bad_request(f"{where}: a tool_use block needs a 'name'")
             calls.append({"id": block.get("id"), "type": "function",
                           "function": {"name": block.get("name"),
                                        "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False)}})
@@ -146,7 +147,9 @@ def _tools(tools: Any) -> tuple[list[dict[str, Any]], list[str]]:
         if kind != "custom" or not isinstance(tool.get("input_schema"), dict):
             dropped.append(f"{kind}:{tool['name']}" if tool.get("name") else str(kind))
             continue
-        fn = {"name": tool.get("name"), "parameters": tool["input_schema"]}
+        if not isinstance(tool.get("name"), str) or not tool["name"]:
+            raise bad_request("tools: each tool needs a 'name'")
+        fn = {"name": tool["name"], "parameters": tool["input_schema"]}
         if tool.get("description"):
             fn["description"] = tool["description"]
         out.append({"type": "function", "function": fn})

@@ -47,7 +47,7 @@ from starlette.responses import Response, StreamingResponse
 from agentbolt.gateway.control import WEIGHTS_ROUTE, LocalGatewayControl
 from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.gateway import CallKind, Gateway, GatewayPausedError
-from agentbolt.gateway.messages import anthropic_models, count_tokens, create_message, error_body
+from agentbolt.gateway.messages import anthropic_model, anthropic_models, count_tokens, create_message, error_body
 from agentbolt.gateway.origin import origin_of
 from agentbolt.gateway.responses import create_response, delete_response, retrieve_response
 from agentbolt.gateway.weight_update import WeightUpdate
@@ -239,6 +239,26 @@ async def _models(request: Request, rollout_id: str | None, attempt_id: str | No
     return Response(orjson.dumps(answer), media_type="application/json")
 
 
+async def _model(request: Request, model_id: str, rollout_id: str | None, attempt_id: str | None) -> Response:
+    """``GET …/v1/models/{model_id}``: one of the engine's models (Anthropic's shape on an
+    ``anthropic-version`` header); 404 in the API's shape for a model it does not serve."""
+    anthropic = "anthropic-version" in request.headers
+    try:
+        if rollout_id is not None:
+            _attempt_of(request, rollout_id, attempt_id)
+        served = (await gateway_of(request).models()).get("data") or []
+    except (EngineError, StoreError) as exc:
+        return _anthropic_error_response(exc) if anthropic else _error_response(exc)
+    found = next((m for m in served if isinstance(m, dict) and m.get("id") == model_id), None)
+    if found is None:
+        names = ", ".join(repr(m.get("id")) for m in served if isinstance(m, dict))
+        message = f"model {model_id!r} is not served here; the engine serves {names or 'no model it names'}"
+        if anthropic:
+            return _anthropic_error(404, message)
+        return _openai_error(404, message, "invalid_request_error", "model_not_found")
+    return Response(orjson.dumps(anthropic_model(found) if anthropic else found), media_type="application/json")
+
+
 gateway_router = APIRouter(tags=["gateway"])
 _prefix = "/rollout/{rollout_id}/attempt/{attempt_id}/v1"
 
@@ -308,6 +328,11 @@ async def rollout_models(request: Request, rollout_id: str, attempt_id: str) -> 
     return await _models(request, rollout_id, attempt_id)
 
 
+@gateway_router.get(_prefix + "/models/{model_id:path}", summary="One model served by the gateway's engine")
+async def rollout_model(request: Request, rollout_id: str, attempt_id: str, model_id: str) -> Response:
+    return await _model(request, model_id, rollout_id, attempt_id)
+
+
 @gateway_router.post("/v1/chat/completions", summary="Chat completion; attempt from headers or scoped token")
 async def chat(request: Request) -> Response:
     return await _proxy(request, "chat", None, None)
@@ -346,6 +371,11 @@ async def messages_count_tokens(request: Request) -> Response:
 @gateway_router.get("/v1/models", summary="Models served by the gateway's engine")
 async def models(request: Request) -> Response:
     return await _models(request, None, None)
+
+
+@gateway_router.get("/v1/models/{model_id:path}", summary="One model served by the gateway's engine")
+async def model(request: Request, model_id: str) -> Response:
+    return await _model(request, model_id, None, None)
 
 
 def _require_admin(request: Request, action: str) -> Response | None:
