@@ -145,7 +145,8 @@ MODULES: dict[str, V03Module] = {
     "instrumentation.vllm": V03Module(reason=_INSTRUMENTATION),
     "instrumentation.weave": V03Module(reason=_INSTRUMENTATION),
     "litagent": V03Module(("LitAgent", "llm_rollout", "prompt_rollout", "rollout")),
-    "litagent.decorator": V03Module(("llm_rollout", "prompt_rollout", "rollout")),
+    "litagent.decorator": V03Module(("llm_rollout", "prompt_rollout", "rollout"),
+                                    extra={"FunctionalLitAgent": "agentbolt.runner.agent:RolloutFunction"}),
     "litagent.litagent": V03Module(("LitAgent",)),
     "llm_proxy": V03Module(("LLMProxy",), extra={"ModelConfig": f"{_C}.llm_proxy:ModelConfig"}),
     "logging": V03Module(extra={
@@ -166,7 +167,8 @@ MODULES: dict[str, V03Module] = {
     }),
     "server": V03Module(("AgentLightningServer",)),
     "store": V03Module(_STORE),
-    "store.base": V03Module(("LightningStore", "LightningStoreCapabilities", "LightningStoreStatistics")),
+    "store.base": V03Module(("LightningStore", "LightningStoreCapabilities", "LightningStoreStatistics"),
+                            extra={"UNSET": f"{_C}.store.unset:UNSET", "Unset": f"{_C}.store.unset:Unset"}),
     "store.client_server": V03Module(("LightningStoreServer", "LightningStoreClient")),
     "store.collection": V03Module(
         ("FilterOptions", "SortOptions", "PaginatedResult"),
