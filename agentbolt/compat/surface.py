@@ -201,7 +201,9 @@ MODULES: dict[str, V03Module] = {
         "WeaveTracer": "Weave is not supported; OtelTracer records the same calls (agentbolt instruments "
                        "openai, LangChain and LiteLLM itself)"}),
     "trainer": V03Module(("Trainer", "build_component")),
-    "trainer.init_utils": V03Module(("build_component",)),
+    "trainer.init_utils": V03Module(("build_component",), extra={
+        name: f"{_C}.components:{name}"
+        for name in ("OptionalDefaults", "instantiate_component", "instantiate_from_spec", "load_class")}),
     "trainer.legacy": V03Module(unsupported={"TrainerLegacy": _LEGACY}),
     "trainer.registry": V03Module(
         extra={"ExecutionStrategyRegistry": f"{_C}.execution:ExecutionStrategyRegistry"}),
