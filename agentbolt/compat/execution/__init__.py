@@ -132,13 +132,29 @@ ExecutionStrategyRegistry: dict[str, str] = {
 """v0.3's strategy aliases (``Trainer(strategy="shm")``) and the classes they name."""
 
 
-def strategy_of(strategy: Any) -> Any:
-    """The strategy a v0.3 ``Trainer(strategy=...)`` names: ``"cs"`` (or ``{"type": "cs",
-    **options}``) is :class:`ClientServerExecutionStrategy`; other values are returned as
-    they are (agentbolt's names, ``"shm"``, strategy objects)."""
+def _served_here(store: Any) -> bool:
+    """Whether ``store`` is one agentbolt's multiprocess strategy cannot hand to runner
+    processes itself (an agentbolt store other than SQLite or a running server)."""
+    from agentbolt.store.base import Store
+    from agentbolt.store.http import HttpStore
+    from agentbolt.store.sqlite import SqliteStore
+
+    return isinstance(store, Store) and not isinstance(store, (HttpStore, SqliteStore))
+
+
+def strategy_of(strategy: Any, store: Any = None) -> Any:
+    """The strategy a v0.3 ``Trainer(strategy=...)`` names for ``store``: ``"cs"`` (or
+    ``{"type": "cs", **options}``) is agentbolt's ``"multiprocess"``, or a
+    :class:`ClientServerExecutionStrategy` when v0.3's server options are given or the
+    store must be served by this process (in memory, PostgreSQL); other values are
+    returned as they are (agentbolt's names, ``"shm"``, strategy objects)."""
     if strategy == "cs":
-        return ClientServerExecutionStrategy()
-    if isinstance(strategy, dict) and str(strategy.get("type", "")).rsplit(".", 1)[-1] in (
+        options: dict[str, Any] = {}
+    elif isinstance(strategy, dict) and str(strategy.get("type", "")).rsplit(".", 1)[-1] in (
             "cs", "ClientServerExecutionStrategy"):
-        return ClientServerExecutionStrategy(**{k: v for k, v in strategy.items() if k != "type"})
-    return strategy
+        options = {k: v for k, v in strategy.items() if k != "type"}
+    else:
+        return strategy
+    if not options and not _served_here(store):
+        return "multiprocess"
+    return ClientServerExecutionStrategy(**options)
