@@ -145,7 +145,8 @@ MODULES: dict[str, V03Module] = {
     "instrumentation.vllm": V03Module(reason=_INSTRUMENTATION),
     "instrumentation.weave": V03Module(reason=_INSTRUMENTATION),
     "litagent": V03Module(("LitAgent", "llm_rollout", "prompt_rollout", "rollout")),
-    "litagent.decorator": V03Module(("llm_rollout", "prompt_rollout", "rollout")),
+    "litagent.decorator": V03Module(("llm_rollout", "prompt_rollout", "rollout"),
+                                    extra={"FunctionalLitAgent": "agentbolt.runner.agent:RolloutFunction"}),
     "litagent.litagent": V03Module(("LitAgent",)),
     "llm_proxy": V03Module(("LLMProxy",), extra={"ModelConfig": f"{_C}.llm_proxy:ModelConfig"}),
     "logging": V03Module(extra={
@@ -166,7 +167,8 @@ MODULES: dict[str, V03Module] = {
     }),
     "server": V03Module(("AgentLightningServer",)),
     "store": V03Module(_STORE),
-    "store.base": V03Module(("LightningStore", "LightningStoreCapabilities", "LightningStoreStatistics")),
+    "store.base": V03Module(("LightningStore", "LightningStoreCapabilities", "LightningStoreStatistics"),
+                            extra={"UNSET": f"{_C}.store.unset:UNSET", "Unset": f"{_C}.store.unset:Unset"}),
     "store.client_server": V03Module(("LightningStoreServer", "LightningStoreClient")),
     "store.collection": V03Module(
         ("FilterOptions", "SortOptions", "PaginatedResult"),
@@ -199,7 +201,9 @@ MODULES: dict[str, V03Module] = {
         "WeaveTracer": "Weave is not supported; OtelTracer records the same calls (agentbolt instruments "
                        "openai, LangChain and LiteLLM itself)"}),
     "trainer": V03Module(("Trainer", "build_component")),
-    "trainer.init_utils": V03Module(("build_component",)),
+    "trainer.init_utils": V03Module(("build_component",), extra={
+        name: f"{_C}.components:{name}"
+        for name in ("OptionalDefaults", "instantiate_component", "instantiate_from_spec", "load_class")}),
     "trainer.legacy": V03Module(unsupported={"TrainerLegacy": _LEGACY}),
     "trainer.registry": V03Module(
         extra={"ExecutionStrategyRegistry": f"{_C}.execution:ExecutionStrategyRegistry"}),

@@ -90,10 +90,10 @@ def map_arguments(ours: dict[str, Any], v03: dict[str, Any]) -> dict[str, Any]:
         out["resources"] = dict(algorithm.initial_resources)  # APO.set_initial_resources(...)
     if v03.get("n_workers") is not None:
         out["n_runners"] = v03["n_workers"]
-    out["strategy"] = _strategy(out.get("strategy"))
     from agentbolt.compat.store import as_store
 
     out["store"] = as_store(out.get("store"))
+    out["strategy"] = _strategy(out.get("strategy"), out["store"])
     out["runner"], out["hooks"] = _runner_and_hooks(out.get("runner"), out.get("hooks"))
     out["hooks"] = _with_v03_tracer(out["hooks"], v03.get("tracer"))
     adapter = v03.get("adapter") or v03.get("triplet_exporter")
@@ -109,10 +109,10 @@ def map_arguments(ours: dict[str, Any], v03: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _strategy(strategy: Any) -> Any:
+def _strategy(strategy: Any, store: Any) -> Any:
     from agentbolt.compat.execution import strategy_of
 
-    strategy = strategy_of(strategy)  # "cs" with any store, v0.3's server options
+    strategy = strategy_of(strategy, store)  # "cs" with any store, v0.3's server options
     if isinstance(strategy, str):
         return V03_STRATEGIES.get(strategy, strategy)
     if isinstance(strategy, dict):

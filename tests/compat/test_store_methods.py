@@ -88,3 +88,15 @@ def test_v03_trainer_arguments_map_onto_agentbolts() -> None:
         agl.Trainer(resources={"a": prompt}, initial_resources={"b": prompt})
     with pytest.raises(TypeError, match="unexpected arguments n_wrokers"):
         agl.Trainer(n_wrokers=2)
+
+
+async def test_v03s_unset_means_not_given() -> None:
+    from agentbolt.compat.store.base import UNSET, Unset
+
+    store = agl.InMemoryLightningStore()
+    started = await store.start_rollout(input={"q": 1})
+    attempt = await store.update_attempt(started.rollout_id, started.attempt.attempt_id, status=UNSET,
+                                         metadata={"note": "x"}, worker_id=UNSET)
+    assert attempt.metadata["note"] == "x" and isinstance(UNSET, Unset) and not UNSET
+    rollout = await store.update_rollout(started.rollout_id, input=UNSET, status=UNSET, metadata={"tag": "t"})
+    assert rollout.metadata["tag"] == "t" and rollout.input == {"q": 1}

@@ -4,8 +4,8 @@
   runners are asyncio tasks next to the algorithm (v0.3 used threads);
 * :class:`ClientServerExecutionStrategy` (``"cs"``) — agentbolt's ``"multiprocess"``:
   the store is served over HTTP and runners are child processes. With every store: a
-  SQLite or PostgreSQL store is served by an ``agentbolt server`` process, and an in-memory
-  store (``InMemoryLightningStore``, as in v0.3) by this process, on ``server_host``/
+  SQLite store is served by an ``agentbolt server`` process, any other (in memory —
+  ``InMemoryLightningStore``, as in v0.3 — or PostgreSQL) by this process, on ``server_host``/
   ``server_port`` (``AGL_SERVER_HOST``/``AGL_SERVER_PORT``, default loopback and a free
   port), with a fresh admin token the runner processes are given.
 
@@ -61,17 +61,20 @@ class ClientServerExecutionStrategy(MultiProcessStrategy):
 
     async def execute(self, main: AlgorithmMain[T], runners: RunnerSpec, *, n_runners: int, store: Any,
                       gateway: Any = None) -> T:
-        from agentbolt.store.memory import MemoryStore
+        from agentbolt.store.base import Store
+        from agentbolt.store.http import HttpStore
+        from agentbolt.store.sqlite import SqliteStore
 
-        if not isinstance(store, MemoryStore):
+        if not isinstance(store, Store) or isinstance(store, (HttpStore, SqliteStore)):
+            # a SQLite store (or none: one in the run directory) is served by an agentbolt server
+            # process; a running server is used as it is
             return await super().execute(main, runners, n_runners=n_runners, store=store, gateway=gateway)
         if gateway is not None:
-            raise ValueError("the in-memory store is served by this process, which has no model gateway to put in "
-                             "it: give the Trainer a SQLite store (store='sqlite:///run.db', or leave store out) "
-                             "with the gateway, or use strategy='shm'")
+            raise ValueError(f"the {type(store).__name__} is served by this process, which has no model gateway to "
+                             "put in it: give the Trainer a SQLite store (store='sqlite:///run.db', or leave store "
+                             "out) with the gateway, or use strategy='shm'")
         from agentbolt.compat.store_server import LightningStoreServer
         from agentbolt.execution.children import free_port
-        from agentbolt.store.http import HttpStore
 
         token = secrets.token_urlsafe(24)
         server = LightningStoreServer(store, self.server_host, self.server_port or free_port(), admin_token=token)
@@ -129,13 +132,29 @@ ExecutionStrategyRegistry: dict[str, str] = {
 """v0.3's strategy aliases (``Trainer(strategy="shm")``) and the classes they name."""
 
 
-def strategy_of(strategy: Any) -> Any:
-    """The strategy a v0.3 ``Trainer(strategy=...)`` names: ``"cs"`` (or ``{"type": "cs",
-    **options}``) is :class:`ClientServerExecutionStrategy`; other values are returned as
-    they are (agentbolt's names, ``"shm"``, strategy objects)."""
+def _served_here(store: Any) -> bool:
+    """Whether ``store`` is one agentbolt's multiprocess strategy cannot hand to runner
+    processes itself (an agentbolt store other than SQLite or a running server)."""
+    from agentbolt.store.base import Store
+    from agentbolt.store.http import HttpStore
+    from agentbolt.store.sqlite import SqliteStore
+
+    return isinstance(store, Store) and not isinstance(store, (HttpStore, SqliteStore))
+
+
+def strategy_of(strategy: Any, store: Any = None) -> Any:
+    """The strategy a v0.3 ``Trainer(strategy=...)`` names for ``store``: ``"cs"`` (or
+    ``{"type": "cs", **options}``) is agentbolt's ``"multiprocess"``, or a
+    :class:`ClientServerExecutionStrategy` when v0.3's server options are given or the
+    store must be served by this process (in memory, PostgreSQL); other values are
+    returned as they are (agentbolt's names, ``"shm"``, strategy objects)."""
     if strategy == "cs":
-        return ClientServerExecutionStrategy()
-    if isinstance(strategy, dict) and str(strategy.get("type", "")).rsplit(".", 1)[-1] in (
+        options: dict[str, Any] = {}
+    elif isinstance(strategy, dict) and str(strategy.get("type", "")).rsplit(".", 1)[-1] in (
             "cs", "ClientServerExecutionStrategy"):
-        return ClientServerExecutionStrategy(**{k: v for k, v in strategy.items() if k != "type"})
-    return strategy
+        options = {k: v for k, v in strategy.items() if k != "type"}
+    else:
+        return strategy
+    if not options and not _served_here(store):
+        return "multiprocess"
+    return ClientServerExecutionStrategy(**options)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from opentelemetry.sdk.trace import ReadableSpan
 
 from agentbolt.compat.resolution import module_getattr
+from agentbolt.compat.store.unset import UNSET, Unset, given
 from agentbolt.compat.store_support import (
     LightningStoreCapabilities,
     LightningStoreStatistics,
@@ -59,6 +60,8 @@ __all__ = [
     "LightningStoreServer",  # noqa: F822 - from __getattr__ (the server module imports this one)
     "LightningStoreStatistics",
     "LightningStoreThreaded",
+    "UNSET",
+    "Unset",
     "as_lightning_store",
     "as_store",
 ]
@@ -218,6 +221,8 @@ class LightningStore:
                              metadata: dict[str, Any] | None = None) -> Rollout:
         """Cancel a rollout or merge metadata; agentbolt never rewrites a rollout's input,
         mode, resources or config once enqueued (enqueue a new rollout instead)."""
+        input, mode, resources_id, status, config, metadata = map(
+            given, (input, mode, resources_id, status, config, metadata))
         if any(v is not None for v in (input, mode, resources_id, config)):
             raise NotImplementedError(
                 "agentbolt does not change a rollout's input, mode, resources or config after enqueueing: "
@@ -250,6 +255,8 @@ class LightningStore:
                              metadata: dict[str, Any] | None = None) -> Attempt:
         """Report an attempt's status or metadata (``attempt_id="latest"`` for the latest);
         ``last_heartbeat_time`` sends a heartbeat (the store stamps the time itself)."""
+        status, worker_id, last_heartbeat_time, metadata = map(
+            given, (status, worker_id, last_heartbeat_time, metadata))
         if attempt_id == "latest":
             latest = await self.get_latest_attempt(rollout_id)
             if latest is None:

@@ -32,7 +32,9 @@ def test_cs_runs_runner_processes_on_each_store(kind: str, tmp_path: Path) -> No
 
 
 def test_v03s_strategy_spellings_and_server_options() -> None:
-    assert isinstance(strategy_of("cs"), ClientServerExecutionStrategy)
+    memory = agl.InMemoryLightningStore().store
+    assert isinstance(strategy_of("cs", memory), ClientServerExecutionStrategy)  # served by the trainer
+    assert strategy_of("cs", None) == "multiprocess"  # a SQLite store agentbolt's own strategy serves
     configured = strategy_of({"type": "cs", "server_host": "0.0.0.0", "server_port": 9999, "main_process": "runner"})
     assert (configured.server_host, configured.server_port) == ("0.0.0.0", 9999)
     assert strategy_of("shm") == "shm" and strategy_of("inprocess") == "inprocess"
