@@ -40,7 +40,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("the dev extra (agent frameworks, exporters, browser driver)", f'{PIP} -e ".[dev,torch]"',
                 modules=("openai", "agents", "langgraph", "langchain_core", "langchain_openai", "litellm",
                          "agent_framework", "tensorboard", "pyarrow", "playwright", "psycopg", "hypothesis",
-                         "schemathesis", "openinference"),
+                         "schemathesis", "openinference", "libcst", "mcp", "anthropic", "docker", "kubernetes",
+                         "jinja2"),
                 phrases=("openai agents sdk", "openai-agents", "langgraph", "litellm", "'playwright' package",
                          "pip install -e '.[dev]'")),
     Requirement("AutoGen AgentChat, without its protobuf pin (docs/frameworks.md)",
@@ -52,6 +53,10 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 programs=("chromium",), phrases=("chromium",)),
     Requirement("bubblewrap (the harness sandbox)", "apt-get install bubblewrap",
                 programs=("bwrap",), phrases=("bubblewrap",)),
+    Requirement("a running Docker daemon (the Docker executor's tests; containers only with --network none)",
+                "apt-get install docker.io && dockerd --bridge=none --iptables=false --ip6tables=false & "
+                "(scripts/test starts it so when root)",
+                programs=("docker", "dockerd"), phrases=("docker",)),
     Requirement("curl (programs of the sandbox tests)", "apt-get install curl", programs=("curl",),
                 phrases=("curl",)),
     Requirement("network namespaces (iproute2, and root or CAP_NET_ADMIN)",
@@ -61,6 +66,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "apt-get install postgresql && pg_ctlcluster <version> main start "
                 "(or set AGENTBOLT_TEST_POSTGRES_URL)",
                 phrases=("postgres",)),
+    Requirement("the six real harness CLIs of the harness matrix (opt-in: ~3 GB, tens of minutes to install)",
+                "scripts/install_harnesses && AGENTBOLT_HARNESS_MATRIX=1 scripts/test tests/runner/harness/test_harness_matrix.py",
+                phrases=("harness matrix",)),
     Requirement("fork() (Linux, macOS)", "run the tests on Linux", phrases=("fork()",)),
 )
 
