@@ -57,6 +57,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "apt-get install docker.io && dockerd --bridge=none --iptables=false --ip6tables=false & "
                 "(scripts/test starts it so when root)",
                 programs=("docker", "dockerd"), phrases=("docker",)),
+    Requirement("busybox (the Docker tests' base image is made of this machine's busybox and curl)",
+                "apt-get install busybox-static curl", programs=("busybox",), phrases=("busybox",)),
     Requirement("curl (programs of the sandbox tests)", "apt-get install curl", programs=("curl",),
                 phrases=("curl",)),
     Requirement("network namespaces (iproute2, and root or CAP_NET_ADMIN)",
