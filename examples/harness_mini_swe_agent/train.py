@@ -7,7 +7,7 @@
 The agent is mini-SWE-agent 2.4.6 as installed from PyPI, run per rollout through its
 harness profile (``Harness.for_("mini-swe-agent", ...)``: its own config in a fresh HOME,
 its bash tool, litellm pointed at the gateway). Each task is a tiny repo with a failing
-test (fix a constant, rename a function, create a file; ``tasks.py``); ``grade.py`` runs
+test (fix a constant, rename a function, create a file; ``repo_tasks.py``); ``grade.py`` runs
 the repo's tests on the workspace the agent left. Held-out repos come from other seeds.
 
 What runs where (``strategy="multiprocess"``): this process runs GRPO (the policy, LoRA
@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]  # tasks.py, examples/_common
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # repo_tasks.py, examples/_common
 
 from _common import fresh_run_dir, grpo_config, grpo_parser, held_out_line, plot_curve, run_main  # noqa: E402
-from tasks import make_tasks  # noqa: E402
+from repo_tasks import make_tasks  # noqa: E402
 
 import agentbolt  # noqa: E402
 from agentbolt.algorithms import GRPO, GRPOResult  # noqa: E402

@@ -18,7 +18,7 @@ import pytest
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "harness_mini_swe_agent"
 sys.path.insert(0, str(EXAMPLE))
 
-from tasks import make_tasks  # noqa: E402
+from repo_tasks import make_tasks  # noqa: E402
 
 
 def _tests_pass(repo: Path) -> bool:
