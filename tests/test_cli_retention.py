@@ -129,7 +129,7 @@ def test_export_of_the_samples_grpo_trains_on(prepared: Prepared, tmp_path: Path
         assert row["token_ids"][-len(answer):] == answer
         assert row["loss_mask"] == [0] * (row["num_tokens"] - len(answer)) + [1] * len(answer)
         assert row["calls"] == [{"span_id": f"call{i}", "agent_name": None, "start": row["num_tokens"] - len(answer),
-                                 "length": len(answer), "trained": True}]
+                                 "length": len(answer), "trained": True, "finish_reason": "stop"}]
 
 
 def test_export_to_parquet(prepared: Prepared, tmp_path: Path) -> None:
