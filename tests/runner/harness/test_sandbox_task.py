@@ -43,8 +43,13 @@ elif attack == "process_table":          # its own and init's command lines and 
             except OSError:
                 pass
 elif attack == "workspace_and_run_dir":  # what the harness left around it
+    # not the interpreter the sandbox mounts read-only on purpose (sys.prefix: a venv under /tmp, as
+    # in CI's fresh copy, holds library files with "42" in them): only what the harness left
+    mounted = tuple(os.path.join(p, "") for p in {sys.prefix, sys.base_prefix})
     for top in (ws, "/run/agentbolt", "/tmp"):
         for root, _, files in os.walk(top):
+            if os.path.join(root, "").startswith(mounted):
+                continue
             for name in files:
                 if os.path.join(root, name) == os.path.abspath(sys.argv[0]):
                     continue  # its own source holds the strings it looks for
