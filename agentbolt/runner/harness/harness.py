@@ -43,20 +43,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import shlex
 import shutil
-import string
 import tempfile
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-import orjson
-
-from agentbolt import semconv
 from agentbolt.runner.agent import LitAgent
 from agentbolt.runner.harness.calls import refused_calls
 from agentbolt.runner.harness.credentials import (
@@ -82,6 +77,7 @@ from agentbolt.runner.harness.local import (
     ProcessSpec,
     ProgramStartError,
 )
+from agentbolt.runner.harness.outcome import emit_reward_of, has_reward, record_run, stderr_hint
 from agentbolt.runner.harness.profiles import HarnessProfile, ProfileRun, RunContext, get_profile
 from agentbolt.runner.harness.profiles.install import installed_executable
 from agentbolt.runner.harness.reward import (
@@ -93,17 +89,23 @@ from agentbolt.runner.harness.reward import (
 )
 from agentbolt.runner.harness.routes import GatewayRoutes
 from agentbolt.runner.harness.sandbox import Sandbox, SandboxSession
-from agentbolt.runner.harness.sandbox.events import SandboxEvent, emit_events
+from agentbolt.runner.harness.sandbox.events import SandboxEvent
 from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns, write_files
+from agentbolt.runner.harness.templates import (
+    Command,
+    placeholders,
+    render_command,
+    render_text,
+    split_command,
+    template_fields,
+)
 from agentbolt.runner.harness.untrusted import write_new
 from agentbolt.tracing.context import AttemptContext, require_context
-from agentbolt.tracing.emitters import emit_annotation, emit_reward
 
 __all__ = ["Harness", "render_command", "template_fields"]
 
 log = logging.getLogger("agentbolt.runner.harness")
 
-Command = str | Sequence[str]
 
 
 class Harness(LitAgent):
@@ -177,8 +179,8 @@ class Harness(LitAgent):
             raise ValueError(f"concurrency must be at least 1 (or None for no limit), got {concurrency}")
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive seconds (or None), got {timeout}")
-        self.command = _split(command, "command")
-        self.evaluator = _split(evaluator, "evaluator") if evaluator is not None else None
+        self.command = split_command(command, "command")
+        self.evaluator = split_command(evaluator, "evaluator") if evaluator is not None else None
         self.env = dict(env or {})
         self.inherit_env = inherit_env
         self.cwd = os.fspath(cwd) if cwd is not None else None
@@ -301,9 +303,9 @@ class Harness(LitAgent):
     async def _run(
         self, ctx: AttemptContext, task: Any, creds: Credentials, tmp: Path, box: SandboxSession | None
     ) -> None:
-        fields = _placeholders(task, ctx)  # the evaluator's: the whole task
+        fields = placeholders(task, ctx)  # the evaluator's: the whole task
         shown, hidden = self.task_view(task)
-        seen = _placeholders(shown, ctx)  # the program's
+        seen = placeholders(shown, ctx)  # the program's
         if box is None:
             (tmp / "out").mkdir()
         reward_file = box.reward_file if box else tmp / "out" / "reward"
@@ -338,7 +340,7 @@ class Harness(LitAgent):
                 result, events = await box.run(self.executor, spec, evaluator, self.cwd)
             except ProgramStartError as exc:
                 raise HarnessStartError(f"the program could not start: {exc}") from exc
-        await _record(ctx, result, events, box, task_hidden=hidden)
+        await record_run(ctx, result, events, box, task_hidden=hidden)
         await self._conclude(ctx, fields, spec, result, tmp, box, lambda: read_reward_file(reward_file))
 
     def _program_env(
@@ -378,9 +380,9 @@ class Harness(LitAgent):
     ) -> None:
         """The program in the executor's own world: nothing shared with this machine but
         what the spec hands in and the result hands back."""
-        fields = _placeholders(task, ctx)  # the evaluator's: the whole task
+        fields = placeholders(task, ctx)  # the evaluator's: the whole task
         shown, task_hidden = self.task_view(task)
-        seen = _placeholders(shown, ctx)  # the program's
+        seen = placeholders(shown, ctx)  # the program's
         await executor.prepare(task)
         await ensure_gateway(
             creds, rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id), self._gateways_seen
@@ -434,8 +436,8 @@ class Harness(LitAgent):
             result = await executor.run(spec)
         except ProgramStartError as exc:
             raise HarnessStartError(f"the program could not start: {exc}") from exc
-        await _record(ctx, result, result.events, None, isolated_run=True, startup_s=result.startup_s, hidden=left_out,
-                      task_hidden=task_hidden)
+        await record_run(ctx, result, result.events, None, isolated_run=True, startup_s=result.startup_s,
+                         hidden=left_out, task_hidden=task_hidden)
         reward = result.outputs.get(executor.program_reward_file)
         await self._conclude(
             ctx, fields, spec, result, tmp, None,
@@ -460,29 +462,29 @@ class Harness(LitAgent):
         if result.timed_out:
             raise HarnessTimeoutError(
                 f"{spec.argv[0]} ran longer than {self.timeout} s; its process group was killed"
-                + _stderr_hint(result)
+                + stderr_hint(result)
             )
         if result.killed_by_signal:
             raise HarnessKilledError(
-                f"{spec.argv[0]} was killed by signal {-(result.exit_code or 0)}" + _stderr_hint(result)
+                f"{spec.argv[0]} was killed by signal {-(result.exit_code or 0)}" + stderr_hint(result)
             )
         if result.evaluator is not None:  # the executor ran it inside, after the program
-            _emit(self._verdict(spec.evaluator or spec, result.evaluator))
+            emit_reward_of(self._verdict(spec.evaluator or spec, result.evaluator))
             return
         if self.evaluator is not None:
-            _emit(await self._evaluate(ctx, fields, result, tmp, box))
+            emit_reward_of(await self._evaluate(ctx, fields, result, tmp, box))
             return
         try:
             written = written_reward()
         except RewardFormatError as exc:
             raise ProgramFailedError(str(exc)) from None
         if written is not None:
-            _emit(written)
+            emit_reward_of(written)
             return
-        posted = await _has_reward(ctx)
+        posted = await has_reward(ctx)
         if result.exit_code != 0 and not posted:
             raise ProgramFailedError(
-                f"{spec.argv[0]} exited with code {result.exit_code} without a reward" + _stderr_hint(result)
+                f"{spec.argv[0]} exited with code {result.exit_code} without a reward" + stderr_hint(result)
             )
         if not posted and self.require_reward:
             raise ProgramFailedError(
@@ -550,11 +552,11 @@ class Harness(LitAgent):
         """The reward the evaluator printed, or :class:`EvaluatorError`."""
         if result.timed_out:
             raise EvaluatorError(
-                f"the evaluator {spec.argv[0]} ran longer than {self.evaluator_timeout} s" + _stderr_hint(result)
+                f"the evaluator {spec.argv[0]} ran longer than {self.evaluator_timeout} s" + stderr_hint(result)
             )
         if result.exit_code != 0:
             raise EvaluatorError(
-                f"the evaluator {spec.argv[0]} exited with code {result.exit_code}" + _stderr_hint(result)
+                f"the evaluator {spec.argv[0]} exited with code {result.exit_code}" + stderr_hint(result)
             )
         text = last_line(result.stdout.decode("utf-8", "replace"))
         try:
@@ -593,138 +595,3 @@ def _remove(tmp: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     if tmp.exists():
         log.warning("could not remove the harness's temporary directory %s entirely", tmp)
-
-
-# ---------------------------------------------------------------------- templates
-def _split(command: Command, what: str) -> list[str]:
-    argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
-    if not argv:
-        raise ValueError(f"the harness {what} is empty: give a command line such as 'python agent.py {{question}}'")
-    return argv
-
-
-def template_fields(template: Sequence[str]) -> set[str]:
-    """The task fields a command template names (``{answer}``, ``{case[0]}`` -> ``case``)."""
-    names: set[str] = set()
-    for arg in template:
-        try:
-            parsed = list(string.Formatter().parse(arg))
-        except ValueError:
-            continue  # render_command says what is wrong with it
-        for _, name, _, _ in parsed:
-            if name:
-                names.add(re.split(r"[.\[]", name, maxsplit=1)[0])
-    return names - {"task", "rollout_id", "attempt_id"}
-
-
-def _placeholders(task: Any, ctx: AttemptContext) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    if isinstance(task, Mapping):
-        for key, value in task.items():
-            fields[str(key)] = value if isinstance(value, str) else orjson.dumps(value).decode()
-    fields["task"] = orjson.dumps(task).decode()
-    fields["rollout_id"] = ctx.rollout_id
-    fields["attempt_id"] = ctx.attempt_id
-    return fields
-
-
-class _Fields(dict):
-    hidden: frozenset[str] = frozenset()
-
-    def __missing__(self, key: str) -> str:
-        if key in self.hidden:
-            raise HarnessConfigError(
-                f"the program's command uses {{{key}}}, a task field the program may not see (the evaluator's command "
-                f"uses it, or Harness(task_hidden=...) lists it): give the program the field on purpose with "
-                f"Harness(task_visible=[..., {key!r}]), or leave it to the evaluator"
-            )
-        have = ", ".join(sorted(self)) or "none"
-        raise HarnessConfigError(
-            f"the command template uses {{{key}}} but the task has no field {key!r} (available: {have}); "
-            "write {{ and }} for literal braces"
-        )
-
-
-def render_text(template: str, fields: Mapping[str, str]) -> str:
-    """Fill ``{placeholders}`` in ``template`` (a task text) from ``fields``."""
-    return render_command([template], fields)[0]
-
-
-def render_command(
-    template: Sequence[str], fields: Mapping[str, str], *, hidden: Iterable[str] = ()
-) -> list[str]:
-    """Fill ``{placeholders}`` in each argument of ``template`` from ``fields``;
-    ``hidden`` names fields left out on purpose (a clearer error when one is used)."""
-    lookup = _Fields(fields)
-    lookup.hidden = frozenset(hidden)
-    try:
-        return [arg.format_map(lookup) for arg in template]
-    except (ValueError, IndexError) as exc:
-        raise HarnessConfigError(f"bad command template {list(template)!r}: {exc}") from None
-
-
-# ---------------------------------------------------------------------- outcome
-async def _record(
-    ctx: AttemptContext,
-    result: ProcessResult,
-    events: list[SandboxEvent],
-    box: SandboxSession | None,
-    *,
-    isolated_run: bool = False,
-    startup_s: float | None = None,
-    hidden: list[str] | None = None,
-    task_hidden: Sequence[str] = (),
-) -> None:
-    """``box``: the bubblewrap sandbox it ran in; ``isolated_run``: an isolated executor ran
-    it (``startup_s``, ``hidden``: what it reported and what the workspace copy left out);
-    ``task_hidden``: the task fields the program did not see."""
-    isolated = box is not None or isolated_run
-    facts: dict[str, Any] = {
-        "harness.exit_code": result.exit_code if result.exit_code is not None else -1,
-        "harness.duration_s": round(result.duration, 3),
-        "harness.timed_out": result.timed_out,
-        "harness.stderr_tail": result.stderr_tail,
-        "harness.sandboxed": isolated,
-    }
-    metadata: dict[str, Any] = {"harness": facts}
-    if isolated:
-        startup = box.startup_s if box is not None else startup_s or 0.0
-        facts["harness.sandbox_startup_ms"] = round(startup * 1000, 1)
-        report = result.extra.get("sandbox_report")
-        if isinstance(report, dict):
-            peak = max(int(report.get("peak_data_bytes", 0)), int(report.get("max_rss_bytes", 0)))
-            facts["harness.peak_memory_mb"] = round(peak / (1 << 20), 1)
-        if isinstance(signal := result.extra.get("signal"), int):
-            facts["harness.signal"] = signal  # what ended it, counted as its own exit (128 + signal)
-        left_out = box.left_out if box is not None else hidden or []
-        metadata["sandbox"] = {"events": [e.as_dict() for e in events], "hidden": left_out}
-        emit_events(events)
-        for e in events:
-            log.info("sandbox of attempt %s: %s (x%d): %s", ctx.attempt_id, e.kind, e.count, e.detail)
-    emit_annotation(**facts)
-    metadata["harness"] = {**facts, "harness.task_hidden": list(task_hidden)}
-    try:
-        await ctx.store.update_attempt(ctx.rollout_id, ctx.attempt_id, metadata=metadata)
-    except Exception as exc:  # noqa: BLE001 - the span above has it too; metadata is a convenience
-        log.debug("could not record harness metadata on attempt %s: %s", ctx.attempt_id, exc)
-
-
-async def _has_reward(ctx: AttemptContext) -> bool:
-    await ctx.tracer.flush(ctx.attempt_id)
-    spans = await ctx.store.get_spans(ctx.rollout_id, ctx.attempt_id)
-    return any(s.name == semconv.REWARD_SPAN for s in spans)
-
-
-def _emit(reward: Reward) -> None:
-    if list(reward.rewards) == ["reward"]:
-        emit_reward(reward.value)
-    else:
-        emit_reward(reward.rewards, primary=reward.primary)
-
-
-def _stderr_hint(result: ProcessResult) -> str:
-    tail = result.stderr_tail.strip()
-    if not tail:
-        return ""
-    lines = tail.splitlines()[-10:]
-    return "; stderr ends with:\n" + "\n".join(lines)
