@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,3 +43,18 @@ def copy_tree(dest: Path) -> None:
         if src.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
+
+
+@contextmanager
+def fresh_copy(tag: str, *, keep: bool = False) -> Iterator[Path]:
+    """A new temporary directory holding :func:`copy_tree`'s files; removed afterwards
+    unless ``keep`` (then its path is printed, prefixed with ``[tag]``)."""
+    work = Path(tempfile.mkdtemp(prefix=f"agentbolt-{tag}-"))
+    try:
+        copy_tree(work)
+        yield work
+    finally:
+        if keep:
+            print(f"[{tag}] kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from readme import MAIN_JOB, ROOT, command, copy_tree  # noqa: E402
+from readme import MAIN_JOB, ROOT, command, fresh_copy  # noqa: E402
 
 HEADING = MAIN_JOB
 SCORED = re.compile(r"held-out rollouts scored: before (\d+)/(\d+), after (\d+)/(\d+)")
@@ -70,9 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[readme-main-job] {command}", flush=True)
     if args.print:
         return 0
-    work = Path(tempfile.mkdtemp(prefix="agentbolt-readme-"))
-    try:
-        copy_tree(work)
+    with fresh_copy("readme-main-job", keep=args.keep) as work:
         t0 = time.monotonic()
         run = subprocess.run(["bash", "-c", command], cwd=work, capture_output=True, text=True,
                              timeout=args.timeout, check=False, stdin=subprocess.DEVNULL)
@@ -88,11 +84,6 @@ def main(argv: list[str] | None = None) -> int:
         print("[readme-main-job] " + "; ".join(
             line for line in run.stdout.splitlines() if line.startswith(("held-out success", "held-out rollouts"))))
         return 0
-    finally:
-        if args.keep:
-            print(f"[readme-main-job] kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -21,15 +21,13 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from readme import ROOT, TESTS, command, copy_tree  # noqa: E402
+from readme import ROOT, TESTS, command, fresh_copy  # noqa: E402
 
 FINAL = re.compile(r"^=*\s*(?P<counts>(\d+ \w+(, )?)+) in [\d.]+s", re.MULTILINE)
 
@@ -63,9 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[readme-tests] {line}", flush=True)
     if args.print:
         return 0
-    work = Path(tempfile.mkdtemp(prefix="agentbolt-readme-tests-"))
-    try:
-        copy_tree(work)
+    with fresh_copy("readme-tests", keep=args.keep) as work:
         print(f"[readme-tests] in a fresh copy: {work}", flush=True)
         t0 = time.monotonic()
         tail: list[str] = []
@@ -76,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             for out in proc.stdout:  # streamed: the suite runs for many minutes
                 sys.stdout.write(out)
                 sys.stdout.flush()
-                tail = (tail + [out])[-400:]
+                tail = [*tail, out][-400:]
         if proc.returncode in (124, 137):
             print(f"[readme-tests] FAILED: stopped after {args.timeout:.0f} s (exit {proc.returncode})")
             return 1
@@ -85,11 +81,6 @@ def main(argv: list[str] | None = None) -> int:
         for problem in problems:
             print(f"[readme-tests] FAILED: {problem}")
         return 1 if problems else 0
-    finally:
-        if args.keep:
-            print(f"[readme-tests] kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
