@@ -60,11 +60,20 @@ def run_updates(policy: Policy) -> list[dict[str, Any]]:
     cfg = GRPOConfig(learning_rate=1e-2, micro_batch_tokens=16, max_grad_norm=1.0, lora=None)
     update = PolicyUpdate(policy, cfg)
     samples = build_samples(policy)
+    grads: list[dict[str, torch.Tensor]] = []
+    optimizer_step = update.optimizer.step
+
+    def step_keeping_the_gradient(*args: Any, **kwargs: Any) -> Any:  # the summed, clipped gradient it steps on
+        grads.append({n: p.grad.detach().clone() for n, p in policy.model.named_parameters() if p.grad is not None})
+        return optimizer_step(*args, **kwargs)
+
+    update.optimizer.step = step_keeping_the_gradient  # type: ignore[method-assign]
     stats = []
     for version in (0, 1):
         s = update.step(samples, current_version=version)
         stats.append({"grad_norm": s.grad_norm, "loss": s.loss, "tokens": s.num_trained_tokens,
-                      "rollouts": s.num_rollouts, "samples": s.num_samples, "stale": s.stale_samples})
+                      "rollouts": s.num_rollouts, "samples": s.num_samples, "stale": s.stale_samples,
+                      "grads": grads[-1], "lr": cfg.learning_rate, "adam_eps": update.optimizer.defaults["eps"]})
     return stats
 
 

@@ -110,5 +110,9 @@ def test_a_policy_one_checkpoint_ahead_resumes_with_the_others_at_their_common_s
             torch.testing.assert_close(start["weights"][key], value, rtol=0, atol=0, msg=key)
         # version 2 named weights this run no longer has: the step-1 weights come back as 3
         assert start["version"] == start["served"] == 3
-        assert results[name].policy_version == 4
+        # the retrained step publishes 4, never a number used before; a step whose groups all
+        # tied (the sampled first characters agreed: a busy machine batches differently)
+        # trains nothing and publishes nothing
+        trained = results[name].history[-1][f"{name}/samples/trained"]
+        assert results[name].policy_version == (4 if trained else 3), results[name].history
     assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2, 2]  # step 2 was trained again
