@@ -77,7 +77,7 @@ from agentbolt.runner.harness.local import (
     ProcessSpec,
     ProgramStartError,
 )
-from agentbolt.runner.harness.outcome import emit_reward_of, has_reward, record_run, stderr_hint
+from agentbolt.runner.harness.outcome import emit_reward_of, has_reward, record_run, stderr_hint, written_reward
 from agentbolt.runner.harness.profiles import HarnessProfile, ProfileRun, RunContext, get_profile
 from agentbolt.runner.harness.profiles.install import installed_executable
 from agentbolt.runner.harness.reward import (
@@ -438,12 +438,8 @@ class Harness(LitAgent):
             raise HarnessStartError(f"the program could not start: {exc}") from exc
         await record_run(ctx, result, result.events, None, isolated_run=True, startup_s=result.startup_s,
                          hidden=left_out, task_hidden=task_hidden)
-        reward = result.outputs.get(executor.program_reward_file)
-        await self._conclude(
-            ctx, fields, spec, result, tmp, None,
-            lambda: None if reward is None else parse_reward(reward.decode("utf-8", "replace"),
-                                                            source=f"reward file {executor.program_reward_file}"),
-        )
+        reward_file = executor.program_reward_file
+        await self._conclude(ctx, fields, spec, result, tmp, None, lambda: written_reward(result, reward_file))
 
     async def _conclude(
         self,

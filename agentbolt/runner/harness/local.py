@@ -19,17 +19,20 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from agentbolt.runner.harness.events import SandboxEvent
 from agentbolt.runner.harness.routes import GatewayRoutes
+from agentbolt.runner.harness.untrusted import LeftFileError, read_left
 
 __all__ = ["Executor", "LocalExecutor", "ProcessResult", "ProcessSpec", "ProgramStartError"]
 
 _OUTPUT_LIMIT = 1_000_000
+OUTPUT_FILE_LIMIT = 1 << 20
+"""Bytes read back of each of a spec's ``outputs`` files (a reward file, a report)."""
 """Bytes of stdout kept (the evaluator reads them); the rest is dropped."""
 
 
@@ -76,7 +79,11 @@ class ProcessSpec:
     # ---- what comes out besides stdout and the exit code
     outputs: tuple[str, ...] = ()
     """Files read back after the run (relative to the workspace, or absolute in the
-    program's world) into :attr:`ProcessResult.outputs`; missing ones are left out."""
+    program's world) into :attr:`ProcessResult.outputs`; missing ones are left out. The
+    program chose what lies there: they are read with
+    :func:`~agentbolt.runner.harness.untrusted.read_left` (no link followed, nothing but a
+    regular file opened, at most :data:`OUTPUT_FILE_LIMIT` bytes); one that cannot be read
+    so is named in :attr:`ProcessResult.unread` with the reason."""
 
 
 @dataclass
@@ -91,6 +98,9 @@ class ProcessResult:
     extra: dict[str, object] = field(default_factory=dict)
     outputs: dict[str, bytes] = field(default_factory=dict)
     """The spec's ``outputs`` the program wrote, by the name the spec gave."""
+    unread: dict[str, str] = field(default_factory=dict)
+    """The spec's ``outputs`` that were there but not read, with why (a link, a FIFO, too
+    large): what the program left in their place."""
     workspace: Path | None = None
     """The workspace as the program left it, on this machine (copied back if need be)."""
     evaluator: ProcessResult | None = None
@@ -156,6 +166,7 @@ class LocalExecutor:
         # children that kept the pipes open must not keep us waiting
         await _kill_group(proc, 0.0, only_leftovers=True)
         out, err = await asyncio.gather(stdout, stderr)
+        outputs, unread = read_outputs(Path(cwd) if cwd else Path.cwd(), spec.outputs)
         return ProcessResult(
             exit_code=proc.returncode,
             stdout=out,
@@ -163,7 +174,8 @@ class LocalExecutor:
             timed_out=timed_out,
             duration=time.monotonic() - started,
             extra={"stdout_bytes": total[0]},
-            outputs=_read_outputs(Path(cwd) if cwd else Path.cwd(), spec.outputs),
+            outputs=outputs,
+            unread=unread,
             workspace=spec.workspace,
         )
 
@@ -177,12 +189,21 @@ def _write_files(workspace: Path, files: Mapping[str, bytes]) -> None:
         target.write_bytes(data)
 
 
-def _read_outputs(base: Path, names: tuple[str, ...]) -> dict[str, bytes]:
-    found: dict[str, bytes] = {}
+def read_outputs(base: Path, names: Sequence[str]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """``outputs`` and ``unread`` of a :class:`ProcessResult`: each name relative to
+    ``base`` (or absolute), read without following what the program left."""
+    outputs: dict[str, bytes] = {}
+    unread: dict[str, str] = {}
     for name in names:
-        with contextlib.suppress(OSError):
-            found[name] = (base / name).read_bytes()
-    return found
+        path = Path(name) if os.path.isabs(name) else base / name
+        try:
+            data = read_left(path.parent, path.name, limit=OUTPUT_FILE_LIMIT)
+        except (LeftFileError, OSError) as exc:
+            unread[name] = str(exc)
+            continue
+        if data is not None:
+            outputs[name] = data
+    return outputs, unread
 
 
 async def _kill_group(proc: asyncio.subprocess.Process, grace: float, *, only_leftovers: bool = False) -> None:

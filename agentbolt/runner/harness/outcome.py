@@ -8,13 +8,13 @@ from typing import Any
 
 from agentbolt import semconv
 from agentbolt.runner.harness.local import ProcessResult
-from agentbolt.runner.harness.reward import Reward
+from agentbolt.runner.harness.reward import Reward, RewardFormatError, parse_reward
 from agentbolt.runner.harness.sandbox import SandboxSession
 from agentbolt.runner.harness.sandbox.events import SandboxEvent, emit_events
 from agentbolt.tracing.context import AttemptContext
 from agentbolt.tracing.emitters import emit_annotation, emit_reward
 
-__all__ = ["emit_reward_of", "has_reward", "record_run", "stderr_hint"]
+__all__ = ["emit_reward_of", "has_reward", "record_run", "stderr_hint", "written_reward"]
 
 log = logging.getLogger("agentbolt.runner.harness")
 
@@ -68,6 +68,17 @@ async def has_reward(ctx: AttemptContext) -> bool:
     await ctx.tracer.flush(ctx.attempt_id)
     spans = await ctx.store.get_spans(ctx.rollout_id, ctx.attempt_id)
     return any(s.name == semconv.REWARD_SPAN for s in spans)
+
+
+def written_reward(result: ProcessResult, name: str) -> Reward | None:
+    """The reward the program wrote to the output file ``name``, read back by its executor;
+    ``None`` when it wrote none. A link, a FIFO or an oversized file left there (the
+    executor did not read it: :attr:`ProcessResult.unread`) or bad content is a
+    :class:`~agentbolt.runner.harness.reward.RewardFormatError`."""
+    if name in result.unread:
+        raise RewardFormatError(f"reward file: {result.unread[name]}")
+    data = result.outputs.get(name)
+    return None if data is None else parse_reward(data.decode("utf-8", "replace"), source=f"reward file {name}")
 
 
 def emit_reward_of(reward: Reward) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentbolt.runner.harness.local import LocalExecutor, ProcessSpec, ProgramStartError
+from agentbolt.runner.harness.local import OUTPUT_FILE_LIMIT, LocalExecutor, ProcessSpec, ProgramStartError
 from runner.harness.helpers import PY, script
 
 
@@ -87,3 +87,29 @@ async def test_cancellation_kills_the_process_group(tmp_path: Path) -> None:
 async def test_a_missing_program_is_a_start_error(tmp_path: Path) -> None:
     with pytest.raises(ProgramStartError, match="could not start"):
         await LocalExecutor().run(ProcessSpec([str(tmp_path / "no-such-program")], env={}))
+
+
+async def test_outputs_are_read_back_without_following_blocking_or_no_end(tmp_path: Path) -> None:
+    """What the program leaves at an output's name is read like every file a program left
+    (``untrusted.read_left``): a link is not followed, a FIFO never opened, a file past
+    ``OUTPUT_FILE_LIMIT`` not read; each is named in ``unread`` with what it is."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-secret")
+    prog = script(tmp_path, "p.py", f"""
+        import os
+        open("plain", "w").write("0.5")
+        os.symlink({str(secret)!r}, "link")
+        os.mkfifo("fifo")
+        open("huge", "w").write("1" * ({OUTPUT_FILE_LIMIT} + 1))
+    """)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    spec = ProcessSpec([PY, prog], env=dict(os.environ), workspace=workspace,
+                       outputs=("plain", "link", "fifo", "huge", "missing", str(workspace / "plain")))
+    result = await asyncio.wait_for(LocalExecutor().run(spec), timeout=30)
+    assert result.exit_code == 0
+    assert result.outputs == {"plain": b"0.5", str(workspace / "plain"): b"0.5"}
+    assert set(result.unread) == {"link", "fifo", "huge"}
+    assert "symbolic link" in result.unread["link"] and "FIFO" in result.unread["fifo"]
+    assert "bytes" in result.unread["huge"]
+    assert not any("host-secret" in why for why in result.unread.values())

@@ -52,10 +52,11 @@ from agentbolt.runner.harness.docker.pool import WarmPool
 from agentbolt.runner.harness.docker.reaper import reap_orphans
 from agentbolt.runner.harness.events import SandboxEvent
 from agentbolt.runner.harness.isolated import IsolatedExecutor
-from agentbolt.runner.harness.local import ProcessResult, ProcessSpec, ProgramStartError
+from agentbolt.runner.harness.local import OUTPUT_FILE_LIMIT, ProcessResult, ProcessSpec, ProgramStartError
 from agentbolt.runner.harness.routes import loopback_url
 from agentbolt.runner.harness.sandbox.events import events_from_output, events_from_report, merge
 from agentbolt.runner.harness.sandbox.proxy import GatewayProxy
+from agentbolt.runner.harness.untrusted import LeftFileError, read_left
 
 __all__ = ["DockerExecutor"]
 
@@ -283,31 +284,46 @@ class DockerExecutor(IsolatedExecutor):
         enforced = any(e.kind.startswith("limit.") and e.kind != "limit.wall_time" for e in events)
         if code >= 128 and not enforced and not timed_out:
             code = -(code - 128)  # a signal the program did not get from a limit
-        outputs = await asyncio.to_thread(self._outputs, slot, spec.outputs)
+        outputs, unread = await asyncio.to_thread(self._outputs, slot, spec.outputs)
         return ProcessResult(
             exit_code=code, stdout=stdout, stderr_tail=stderr.decode("utf-8", "replace"), timed_out=timed_out,
             duration=time.monotonic() - started, extra={"stdout_bytes": total, "sandbox_report": report,
                                                         "container": container.name},
-            outputs=outputs, workspace=spec.workspace, events=events,  # the run directory goes with the container
+            outputs=outputs, unread=unread, events=events,
+            workspace=spec.workspace,  # the run directory goes with the container
         )
 
-    def _outputs(self, slot: Slot, names: tuple[str, ...]) -> dict[str, bytes]:
+    def _outputs(self, slot: Slot, names: tuple[str, ...]) -> tuple[dict[str, bytes], dict[str, str]]:
+        """The spec's ``outputs`` (and those not read, with why): files the program left in
+        the bind-mounted directories are read from here without following links
+        (:func:`~agentbolt.runner.harness.untrusted.read_left`); others come through the
+        Engine API's archive of that one path, bounded the same way."""
         found: dict[str, bytes] = {}
+        unread: dict[str, str] = {}
         for name in names:
             if name.startswith(OUT_DIR + "/"):
-                path = slot.out_dir / name[len(OUT_DIR) + 1:]
+                root, relative = slot.out_dir, name[len(OUT_DIR) + 1:]
             elif name.startswith(self.program_workspace + "/"):
-                path = slot.workspace / name[len(self.program_workspace) + 1:]
+                root, relative = slot.workspace, name[len(self.program_workspace) + 1:]
             elif not name.startswith("/"):
-                path = slot.workspace / name
+                root, relative = slot.workspace, name
             else:
-                data = _archive_file(slot.container, name)
+                try:
+                    data = _archive_file(slot.container, name, limit=OUTPUT_FILE_LIMIT)
+                except LeftFileError as exc:
+                    unread[name] = str(exc)
+                    continue
                 if data is not None:
                     found[name] = data
                 continue
-            if path.is_file() and not path.is_symlink():  # never follow a link the program planted
-                found[name] = path.read_bytes()
-        return found
+            try:
+                data = read_left(root, relative, limit=OUTPUT_FILE_LIMIT)
+            except (LeftFileError, OSError) as exc:
+                unread[name] = str(exc)
+                continue
+            if data is not None:
+                found[name] = data
+        return found, unread
 
     # ------------------------------------------------------------------ the evaluator inside
     async def _evaluate(self, client: Any, slot: Slot, spec: ProcessSpec, program: ProcessResult) -> ProcessResult:
@@ -471,17 +487,29 @@ def _read_report(path: Path) -> dict[str, Any]:
     return report
 
 
-def _archive_file(container: Any, path: str) -> bytes | None:
+def _archive_file(container: Any, path: str, *, limit: int) -> bytes | None:
+    """The regular file at ``path`` inside the container, or ``None`` when there is none
+    there; a link, a directory or anything else is not read (:class:`LeftFileError`), nor
+    a file over ``limit`` bytes (the archive is read no further than that)."""
     import docker
 
     try:
-        stream, _ = container.get_archive(path)
+        stream, stat = container.get_archive(path)
     except docker.errors.NotFound:
         return None
-    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+    if int(stat.get("size", 0)) > limit:
+        raise LeftFileError(f"{path} holds {stat.get('size')} bytes, more than the {limit} read")
+    archive = bytearray()
+    for chunk in stream:  # a tar of one regular file: its size + headers and padding
+        archive += chunk
+        if len(archive) > limit + 64 * 1024:
+            raise LeftFileError(f"{path} holds more than the {limit} bytes read")
+    with tarfile.open(fileobj=io.BytesIO(bytes(archive))) as tar:
         member = tar.next()
-        if member is None or not member.isfile():
+        if member is None:
             return None
+        if not member.isfile():
+            raise LeftFileError(f"{path} is not a regular file; it was not read")
         extracted = tar.extractfile(member)
         return extracted.read() if extracted else None
 
