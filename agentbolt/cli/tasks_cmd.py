@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -21,7 +22,7 @@ tasks_app = typer.Typer(
 
 @tasks_app.command()
 def check(
-    path: Path = typer.Argument(..., help="A Harbor task directory, or a directory of them."),
+    path: Annotated[Path, typer.Argument(help="A Harbor task directory, or a directory of them.", show_default=False)],
     as_json: bool = typer.Option(False, "--json", help="One JSON line per task instead of a table."),
     concurrency: int = typer.Option(2, min=1, help="Containers at once."),
 ) -> None:
