@@ -13,6 +13,7 @@ from agentbolt.cli.runner_cmd import runner
 from agentbolt.cli.sandbox_cmd import sandbox_app
 from agentbolt.cli.server_cmd import server
 from agentbolt.cli.store_cmds import store_app
+from agentbolt.cli.tasks_cmd import tasks_app
 
 __all__ = ["app"]
 
@@ -28,6 +29,7 @@ app.command(name="runner")(runner)
 app.add_typer(store_app, name="store")
 app.command(name="migrate")(migrate)
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(tasks_app, name="tasks")
 
 
 @app.command()

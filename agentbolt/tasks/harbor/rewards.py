@@ -14,7 +14,7 @@ import orjson
 
 from agentbolt.tasks.harbor.errors import HarborRewardError
 
-__all__ = ["VerifierReward", "read_verifier_reward"]
+__all__ = ["VerifierReward", "read_verifier_reward", "verifier_reward"]
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,18 @@ def _number(value: object, where: Path) -> float:
 def read_verifier_reward(verifier_dir: Path, *, primary: str | None = None) -> VerifierReward:
     """The reward in ``verifier_dir`` (what the task's ``/logs/verifier/`` held)."""
     as_json, as_text = verifier_dir / "reward.json", verifier_dir / "reward.txt"
-    if as_json.is_file() and not as_json.is_symlink():
-        text = as_json.read_text(errors="replace").strip()
+    json_text = as_json.read_text(errors="replace") if as_json.is_file() and not as_json.is_symlink() else None
+    txt_text = as_text.read_text(errors="replace") if as_text.is_file() and not as_text.is_symlink() else None
+    return verifier_reward(json_text, txt_text, where=verifier_dir, primary=primary)
+
+
+def verifier_reward(json_text: str | None, txt_text: str | None, *, where: Path = Path("/logs/verifier"),
+                    primary: str | None = None) -> VerifierReward:
+    """The reward from the texts of ``reward.json`` and ``reward.txt`` (``None``: no such
+    file), as read from ``where`` (named in the errors)."""
+    as_json, as_text = where / "reward.json", where / "reward.txt"
+    if json_text is not None:
+        text = json_text.strip()
         if not text:
             raise HarborRewardError(f"{as_json} is empty: the verifier must write a number or an object of numbers")
         try:
@@ -48,8 +58,8 @@ def read_verifier_reward(verifier_dir: Path, *, primary: str | None = None) -> V
             rewards = {str(k): _number(v, as_json) for k, v in data.items()}
         else:
             rewards = {"reward": _number(data, as_json)}
-    elif as_text.is_file() and not as_text.is_symlink():
-        text = as_text.read_text(errors="replace").strip()
+    elif txt_text is not None:
+        text = txt_text.strip()
         try:
             rewards = {"reward": _number(float(text), as_text)}
         except ValueError:

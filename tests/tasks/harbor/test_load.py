@@ -42,11 +42,12 @@ def test_a_task_made_by_harbor_tasks_init_loads_with_harbors_defaults() -> None:
 
 def test_our_example_tasks_load_as_a_dataset() -> None:
     tasks = load(OURS)
-    assert [t.name for t in tasks] == ["agentbolt/count-lines"]
-    (task,) = tasks
+    assert [t.name for t in tasks] == ["agentbolt/count-lines", "agentbolt/fix-constant", "agentbolt/write-greeting"]
+    assert all(t.solve_script is not None for t in tasks)
+    task = tasks[0]
     assert task.config.environment.network == NetworkMode.NO_NETWORK
     assert (task.config.environment.cpus, task.config.environment.memory_mb) == (1, 512)
-    assert base_images(task) == ["agentbolt-base:busybox"]
+    assert {i for t in tasks for i in base_images(t)} == {"agentbolt-base:host"}
     given = task.rollout_input()
     assert given["instruction"].startswith("The file /app/words.txt") and given["metadata"]["difficulty"] == "easy"
     assert set(given) == {"harbor_task", "instruction", "task_dir", "metadata"}  # no verifier, no solution
