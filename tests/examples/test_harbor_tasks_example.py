@@ -12,23 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from runner.harness.docker.conftest import REASON
 
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "harbor_tasks"
-
-
-def _engine_reason() -> str | None:
-    try:
-        import docker
-    except ImportError:
-        return "the docker SDK is not installed (pip install 'agentbolt[docker]')"
-    try:
-        docker.from_env(timeout=10).ping()
-    except Exception as exc:  # noqa: BLE001 - any failure means: no engine to test against
-        return f"no Docker Engine answers ({type(exc).__name__}): start dockerd to run these tests"
-    return None
 
 
 @pytest.mark.slow
@@ -37,9 +26,8 @@ def _engine_reason() -> str | None:
                     reason="the base image is made of this machine's busybox and curl "
                            "(apt-get install busybox-static curl)")
 def test_smoke_run_trains_the_shell_agent_on_harbor_tasks_in_docker(tmp_path: Path) -> None:
-    reason = _engine_reason()
-    if reason:
-        pytest.skip(reason)
+    if REASON is not None:  # the Docker tests' own check: no engine answers
+        pytest.skip(REASON)
     run = tmp_path / "run"
     root = str(EXAMPLE.parents[1])  # this checkout's agentbolt, whichever one is installed
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}

@@ -19,7 +19,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -166,7 +166,8 @@ class LocalExecutor:
         # children that kept the pipes open must not keep us waiting
         await _kill_group(proc, 0.0, only_leftovers=True)
         out, err = await asyncio.gather(stdout, stderr)
-        outputs, unread = read_outputs(Path(cwd) if cwd else Path.cwd(), spec.outputs)
+        base = Path(cwd) if cwd else Path.cwd()
+        outputs, unread = read_outputs(spec.outputs, lambda name: _read_output(base, name))
         return ProcessResult(
             exit_code=proc.returncode,
             stdout=out,
@@ -189,21 +190,27 @@ def _write_files(workspace: Path, files: Mapping[str, bytes]) -> None:
         target.write_bytes(data)
 
 
-def read_outputs(base: Path, names: Sequence[str]) -> tuple[dict[str, bytes], dict[str, str]]:
-    """``outputs`` and ``unread`` of a :class:`ProcessResult`: each name relative to
-    ``base`` (or absolute), read without following what the program left."""
+def read_outputs(names: Sequence[str], read: Callable[[str], bytes | None]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """``outputs`` and ``unread`` of a :class:`ProcessResult`: ``read(name)`` gives a name's
+    bytes (``None``: not there) or raises :class:`LeftFileError` (or ``OSError``) saying
+    what the program left there instead."""
     outputs: dict[str, bytes] = {}
     unread: dict[str, str] = {}
     for name in names:
-        path = Path(name) if os.path.isabs(name) else base / name
         try:
-            data = read_left(path.parent, path.name, limit=OUTPUT_FILE_LIMIT)
+            data = read(name)
         except (LeftFileError, OSError) as exc:
             unread[name] = str(exc)
             continue
         if data is not None:
             outputs[name] = data
     return outputs, unread
+
+
+def _read_output(base: Path, name: str) -> bytes | None:
+    """One output of a local run: relative to ``base`` or absolute, no link followed."""
+    path = Path(name) if os.path.isabs(name) else base / name
+    return read_left(path.parent, path.name, limit=OUTPUT_FILE_LIMIT)
 
 
 async def _kill_group(proc: asyncio.subprocess.Process, grace: float, *, only_leftovers: bool = False) -> None:

@@ -52,7 +52,13 @@ from agentbolt.runner.harness.docker.pool import WarmPool
 from agentbolt.runner.harness.docker.reaper import reap_orphans
 from agentbolt.runner.harness.events import SandboxEvent
 from agentbolt.runner.harness.isolated import IsolatedExecutor
-from agentbolt.runner.harness.local import OUTPUT_FILE_LIMIT, ProcessResult, ProcessSpec, ProgramStartError
+from agentbolt.runner.harness.local import (
+    OUTPUT_FILE_LIMIT,
+    ProcessResult,
+    ProcessSpec,
+    ProgramStartError,
+    read_outputs,
+)
 from agentbolt.runner.harness.routes import loopback_url
 from agentbolt.runner.harness.sandbox.events import events_from_output, events_from_report, merge
 from agentbolt.runner.harness.sandbox.proxy import GatewayProxy
@@ -284,7 +290,7 @@ class DockerExecutor(IsolatedExecutor):
         enforced = any(e.kind.startswith("limit.") and e.kind != "limit.wall_time" for e in events)
         if code >= 128 and not enforced and not timed_out:
             code = -(code - 128)  # a signal the program did not get from a limit
-        outputs, unread = await asyncio.to_thread(self._outputs, slot, spec.outputs)
+        outputs, unread = await asyncio.to_thread(read_outputs, spec.outputs, lambda name: self._output(slot, name))
         return ProcessResult(
             exit_code=code, stdout=stdout, stderr_tail=stderr.decode("utf-8", "replace"), timed_out=timed_out,
             duration=time.monotonic() - started, extra={"stdout_bytes": total, "sandbox_report": report,
@@ -293,37 +299,18 @@ class DockerExecutor(IsolatedExecutor):
             workspace=spec.workspace,  # the run directory goes with the container
         )
 
-    def _outputs(self, slot: Slot, names: tuple[str, ...]) -> tuple[dict[str, bytes], dict[str, str]]:
-        """The spec's ``outputs`` (and those not read, with why): files the program left in
-        the bind-mounted directories are read from here without following links
-        (:func:`~agentbolt.runner.harness.untrusted.read_left`); others come through the
+    def _output(self, slot: Slot, name: str) -> bytes | None:
+        """One of the spec's ``outputs``: a file the program left in a bind-mounted
+        directory is read from here without following links
+        (:func:`~agentbolt.runner.harness.untrusted.read_left`); another comes through the
         Engine API's archive of that one path, bounded the same way."""
-        found: dict[str, bytes] = {}
-        unread: dict[str, str] = {}
-        for name in names:
-            if name.startswith(OUT_DIR + "/"):
-                root, relative = slot.out_dir, name[len(OUT_DIR) + 1:]
-            elif name.startswith(self.program_workspace + "/"):
-                root, relative = slot.workspace, name[len(self.program_workspace) + 1:]
-            elif not name.startswith("/"):
-                root, relative = slot.workspace, name
-            else:
-                try:
-                    data = _archive_file(slot.container, name, limit=OUTPUT_FILE_LIMIT)
-                except LeftFileError as exc:
-                    unread[name] = str(exc)
-                    continue
-                if data is not None:
-                    found[name] = data
-                continue
-            try:
-                data = read_left(root, relative, limit=OUTPUT_FILE_LIMIT)
-            except (LeftFileError, OSError) as exc:
-                unread[name] = str(exc)
-                continue
-            if data is not None:
-                found[name] = data
-        return found, unread
+        if name.startswith(OUT_DIR + "/"):
+            return read_left(slot.out_dir, name[len(OUT_DIR) + 1:], limit=OUTPUT_FILE_LIMIT)
+        if name.startswith(self.program_workspace + "/"):
+            return read_left(slot.workspace, name[len(self.program_workspace) + 1:], limit=OUTPUT_FILE_LIMIT)
+        if not name.startswith("/"):
+            return read_left(slot.workspace, name, limit=OUTPUT_FILE_LIMIT)
+        return _archive_file(slot.container, name, limit=OUTPUT_FILE_LIMIT)
 
     # ------------------------------------------------------------------ the evaluator inside
     async def _evaluate(self, client: Any, slot: Slot, spec: ProcessSpec, program: ProcessResult) -> ProcessResult:
