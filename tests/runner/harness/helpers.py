@@ -24,9 +24,10 @@ PY = sys.executable
 class Served:
     """A MemoryStore the test drives directly, also served over HTTP at ``url``."""
 
-    def __init__(self, store: MemoryStore, url: str) -> None:
+    def __init__(self, store: MemoryStore, url: str, gateway: Gateway | None = None) -> None:
         self.store = store
         self.url = url
+        self.gateway = gateway
 
     async def run(
         self,
@@ -42,6 +43,8 @@ class Served:
         )
         runner = Runner(agent, store=self.store, concurrency=concurrency, heartbeat_interval=0.5, poll_interval=0.05)
         await runner.run(stop_when_idle=True)
+        if self.gateway is not None:  # as an algorithm does: the gateway's spans are written in the background
+            await self.gateway.flush()
         return [await self.store.get_rollout(r.rollout_id) for r in created]
 
 
@@ -49,8 +52,10 @@ class Served:
 def served() -> Iterator[Served]:
     """Store + server + gateway in front of the fake OpenAI server."""
     store = MemoryStore()
-    with serve_fake_openai() as llm, serve_in_thread(store, admin_token=ADMIN, gateway=Gateway(VLLMEngine(str(llm)))) as url:
-        yield Served(store, url)
+    with serve_fake_openai() as llm:
+        gateway = Gateway(VLLMEngine(str(llm)))
+        with serve_in_thread(store, admin_token=ADMIN, gateway=gateway) as url:
+            yield Served(store, url, gateway)
 
 
 def script(tmp_path: Path, name: str, body: str) -> str:

@@ -45,8 +45,9 @@ def refusing() -> Iterator[Served]:
     engine = ScriptedEngine(byte_tokenizer(), ["ok"])
     engine.context_length = 64
     store = MemoryStore()
-    with serve_in_thread(store, admin_token=ADMIN, gateway=Gateway(engine, GatewayConfig(retry_backoff=0.01))) as url:
-        yield Served(store, url)
+    gateway = Gateway(engine, GatewayConfig(retry_backoff=0.01))
+    with serve_in_thread(store, admin_token=ADMIN, gateway=gateway) as url:
+        yield Served(store, url, gateway)
 
 
 async def test_a_rollout_whose_every_call_was_refused_fails_and_leaves_the_group(refusing: Served,
@@ -76,7 +77,7 @@ async def test_transient_refusals_are_retried_then_failed(tmp_path: Path) -> Non
         engine.fail_next = [503] * 100  # the engine is down for every call
         harness = Harness([PY, script(tmp_path, "prog.py", PROGRAM)],
                           evaluator=[PY, script(tmp_path, "g.py", GRADER)], server_url=url, sandbox=False)
-        [rollout] = await Served(store, url).run(harness, [{"say": "hi", "score": 0.0}],
+        [rollout] = await Served(store, url, gateway).run(harness, [{"say": "hi", "score": 0.0}],
                                                  config=RolloutConfig(max_attempts=2))
     assert rollout.status == RolloutStatus.FAILED and rollout.attempt_count == 2 and rollout.reward is None
     first, second = await store.query_attempts(rollout.rollout_id)

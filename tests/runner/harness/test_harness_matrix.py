@@ -152,11 +152,12 @@ async def test_the_harness_fixes_the_repo_through_its_own_tools(name: str, tmp_p
     engine = PlaybookEngine(byte_tokenizer(), case.steps, side=case.side)
     store = MemoryStore()
     started = time.monotonic()
-    with serve_in_thread(store, admin_token=ADMIN, gateway=Gateway(engine, GatewayConfig(retry_backoff=0.01))) as url:
+    gateway = Gateway(engine, GatewayConfig(retry_backoff=0.01))
+    with serve_in_thread(store, admin_token=ADMIN, gateway=gateway) as url:
         seen = tmp_path / "seen.txt"
         harness = Harness.for_(case.profile, task=TASK, executable=executable, evaluator=[PY, grader, str(seen)],
                                server_url=url, timeout=120, sandbox=Sandbox(workspace=repo))
-        [rollout] = await Served(store, url).run(harness, [{"id": name}], config=RolloutConfig(max_attempts=1))
+        [rollout] = await Served(store, url, gateway).run(harness, [{"id": name}], config=RolloutConfig(max_attempts=1))
     wall = time.monotonic() - started
     (tmp_path / "prompts.txt").write_text("\n\n=====\n\n".join(engine.texts))  # to read when it fails
     attempt = await store.get_attempt(rollout.rollout_id, rollout.latest_attempt_id)
