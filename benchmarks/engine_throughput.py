@@ -173,6 +173,24 @@ class LlamaCpp:
 
         return np.ctypeslib.as_array(self.lc.llama_get_logits_ith(self.ctx, i), shape=(self.n_vocab,))
 
+    def prefill(self, ids: list[int], *, keep: int = 0) -> float:
+        """Prompt processing alone: decode ``ids`` on sequence 0 (logits for the last token
+        only), keeping the first ``keep`` tokens' KV from the previous call — what its
+        server's prompt cache reuses for a follow-up turn (``keep=0``: cold). Seconds."""
+        memory = self.lc.llama_get_memory(self.ctx)
+        if keep:
+            self.lc.llama_memory_seq_rm(memory, 0, keep, -1)
+        else:
+            self.lc.llama_memory_clear(memory, True)
+        start = time.perf_counter()
+        chunk, last = self.lc.llama_n_batch(self.ctx), 0
+        for lo in range(keep, len(ids), chunk):
+            part = ids[lo:lo + chunk]
+            self._decode([(t, lo + i, 0, lo + i == len(ids) - 1) for i, t in enumerate(part)])
+            last = len(part) - 1
+        self._logits(last)  # the last token's logits: what a sampler would read next
+        return time.perf_counter() - start
+
     def generate(self, prompts: list[list[int]], tokens: int, seed: int = 0) -> dict[str, Any]:
         import numpy as np
 

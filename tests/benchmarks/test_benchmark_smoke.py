@@ -66,3 +66,24 @@ def test_async_speedup_smoke_mode_trains_both_schedules() -> None:
     assert sync["lag_max"] == 0  # sync trains only on the current policy's tokens
     assert async_["lag_max"] is not None and async_["lag_max"] <= 1  # bounded by max_policy_lag
     assert summary["speedup_async_over_sync"] > 0
+
+
+def test_prefill_smoke_mode_measures_cold_prompts_and_a_cached_follow_up_turn() -> None:
+    header, skipped, *rows = _json_rows("prefill.py")
+    assert header["lengths"] == [32, 64, header["context_limit"] - 1] and header["scheduler"] == "continuous"
+    assert skipped == {"engine": "llama.cpp", "skipped": "smoke mode: the tiny random model has no GGUF"}
+    assert [r["length"] for r in rows] == header["lengths"]
+    assert all(r["cold_tokens_per_s"] > 0 for r in rows)
+    for row in rows[:2]:  # a follow-up turn prefills only the answer token and the new tokens: the rest is cached
+        assert row["follow_up_tokens"] == row["length"] + 1 + header["follow_up_new_tokens"]
+        assert row["follow_up_prefilled"] == 1 + header["follow_up_new_tokens"]
+    assert "follow_up_s" not in rows[2]  # at the context limit there is no room for another turn
+
+
+def test_episode_smoke_mode_plays_a_multi_turn_episode_that_prefills_only_new_tokens() -> None:
+    header, ours, skipped = _json_rows("episode.py")
+    assert header["turns"] == ours["turns"] == 3 and ours["engine"] == "agentbolt"
+    assert skipped["engine"] == "llama.cpp" and "smoke mode" in skipped["skipped"]
+    # after the first turn, only the new turns are prefilled: far fewer tokens than the prompts hold
+    later_prompts = ours["prompt_tokens_total"] - ours["prefilled_total"]
+    assert ours["prefilled_per_later_turn"] < header["system_tokens"] and later_prompts > 2 * header["system_tokens"]
