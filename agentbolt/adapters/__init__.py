@@ -1,9 +1,9 @@
 """Adapters: turn the spans of rollouts into training data.
 
 * :class:`SampleAdapter` — the RL adapter: token-level :class:`Sample` objects merged by
-  exact prefix, with loss masks, sampling-time logprobs, policy versions and the
-  rollout's reward; what GRPO trains on, ``Trainer.dev`` previews and
-  ``agentbolt store export --samples rl`` writes (:mod:`.samples`).
+  lineage (exact token prefixes; why a sample started: :mod:`.lineage`), with loss masks,
+  sampling-time logprobs, policy versions and the rollout's reward; what GRPO trains on,
+  ``Trainer.dev`` previews and ``agentbolt store export --samples rl`` writes (:mod:`.samples`).
 * :class:`TripletAdapter` — one (prompt, response, reward) :class:`Triplet` per model
   call, with the engine's token ids and logprobs (a per-call view for your own RL
   code); :func:`require_token_ids`.
@@ -16,6 +16,7 @@ Reward policies are described in :mod:`.rewards`; ``docs/adapters.md`` has the w
 """
 
 from agentbolt.adapters.calls import ModelCall, extract_model_calls, is_model_call
+from agentbolt.adapters.lineage import BreakCause, Origin
 from agentbolt.adapters.match import AgentMatcher, agent_matcher
 from agentbolt.adapters.messages import ChatRecord, MessagesAdapter, to_jsonl
 from agentbolt.adapters.rewards import (
@@ -25,6 +26,7 @@ from agentbolt.adapters.rewards import (
     final_reward,
 )
 from agentbolt.adapters.samples import (
+    MergeCounts,
     RolloutSamples,
     Sample,
     SampleAdapter,
@@ -44,10 +46,13 @@ from agentbolt.adapters.triplets import (
 __all__ = [
     "REWARD_POLICIES",
     "AgentMatcher",
+    "BreakCause",
     "ChatRecord",
+    "MergeCounts",
     "MessagesAdapter",
     "MissingTokenIdsError",
     "ModelCall",
+    "Origin",
     "RewardPolicy",
     "RolloutSamples",
     "Sample",

@@ -10,15 +10,25 @@ This is the one place where spans become RL training data: :class:`~agentbolt.al
 trains on exactly these samples, ``Trainer.dev`` previews them and
 ``agentbolt store export --samples rl`` writes them.
 
-**Exact-prefix merging.** A multi-turn agent calls the model again and again on a growing
-conversation. The attempt's successful calls are taken in start order; when a call's
-prompt token ids start *exactly* with the current sample's tokens (previous prompt +
-response), the call extends that sample: the tokens in between (tool output, a new user
-turn) are context, loss mask 0, and its response tokens follow. Otherwise — the chat
-template re-rendered an earlier turn with other tokens, another conversation started, the
-history was truncated — a new sample starts. One sample is one forward pass, trained on
-exactly the tokens the model sampled, with their sampling-time logprobs and the policy
-version that produced them.
+**Merging by lineage.** A multi-turn agent calls the model again and again on a growing
+conversation. The attempt's successful calls are taken in start order; a call extends the
+earlier sample (draft) whose tokens — its prompts and answers so far — are the *longest
+exact prefix* of the call's prompt token ids, among **all** the attempt's drafts, not only
+the latest: the tokens in between (tool output, a new user turn, the answer of a sub-agent
+called meanwhile) are context, loss mask 0, and its response tokens follow. So the
+interleaved conversations of a main agent and its sub-agents each merge within themselves.
+A call that extends no draft starts a new sample, and the sample records why
+(``Sample.origin``, :mod:`.lineage`): ``first``, ``new_conversation`` (a sub-agent, a
+title call), or ``diverged`` — a long prefix shared with an earlier draft, then other
+tokens (compaction, a rewritten or dropped turn, stripped reasoning, a re-rendered
+template) — with the token index where it diverged and the draft it diverged from; those
+shared tokens go through the model once in the update (prefix groups in
+:mod:`agentbolt.algorithms.grpo.batch`). A call without an agent name in a conversation
+other than the first is named after its system prompt (``subagent-<hash>``). One sample
+is one forward pass, trained on exactly the tokens the model sampled, with their
+sampling-time logprobs and the policy version that produced them.
+``RolloutSamples.counts`` (:class:`MergeCounts`) sums it up per attempt: calls,
+conversations, samples, breaks by cause, tokens trained, context and shared.
 
 **agent_match** (:mod:`.match`) picks the agents whose calls are trained. The response
 tokens of a matched call get loss mask 1; those of any other agent's call stay in the
@@ -40,18 +50,29 @@ model.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentbolt.adapters.calls import ModelCall, extract_model_calls, group_by_attempt
+from agentbolt.adapters.lineage import (
+    BREAK_CAUSES,
+    Branch,
+    BreakCause,
+    Origin,
+    break_cause,
+    common_prefix,
+    find_branch,
+    subagent_name,
+)
 from agentbolt.adapters.match import AgentMatcher, agent_matcher
 from agentbolt.adapters.rewards import final_reward
 from agentbolt.adapters.triplets import MissingTokenIdsError
 from agentbolt.semconv import LLM_POLICY_VERSION
 from agentbolt.types import Span
 
-__all__ = ["UNNAMED_AGENT", "RolloutSamples", "Sample", "SampleAdapter", "SampleCall", "agent_counts", "build_samples"]
+__all__ = ["UNNAMED_AGENT", "MergeCounts", "Origin", "RolloutSamples", "Sample", "SampleAdapter", "SampleCall",
+           "agent_counts", "build_samples"]
 
 UNNAMED_AGENT = "(unnamed)"
 """How :func:`agent_counts` names the calls that have no agent name."""
@@ -97,6 +118,8 @@ class Sample:
     advantage: float = 0.0
     reward: float | None = None
     calls: tuple[SampleCall, ...] = ()
+    origin: Origin = field(default_factory=Origin)
+    """Why it started: the first call, a new conversation, or diverged from an earlier one (:mod:`.lineage`)."""
 
     @property
     def num_response_tokens(self) -> int:
@@ -118,7 +141,46 @@ class Sample:
             "loss_mask": self.loss_mask, "logprobs": self.logprobs, "versions": self.versions,
             "calls": [{"span_id": c.span_id, "agent_name": c.agent_name, "start": c.start, "length": c.length,
                        "trained": c.trained, "finish_reason": c.finish_reason} for c in self.calls],
+            "origin": self.origin.as_dict(),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class MergeCounts:
+    """How an attempt's calls became samples (:func:`build_samples`)."""
+
+    calls: int = 0
+    """Calls with token ids, every agent's: each extends a draft or starts one."""
+    conversations: int = 0
+    """Their conversations: the first, and one per ``new_conversation`` start (trained or not)."""
+    samples: int = 0
+    breaks: Mapping[BreakCause, int] = field(default_factory=dict)
+    """How many of the samples started so, per cause (``first`` included: at most 1)."""
+    tokens_trained: int = 0
+    tokens_context: int = 0
+    """The samples' untrained tokens: prompts, tool output, other agents' answers."""
+    tokens_shared: int = 0
+    """Untrained leading tokens a ``diverged`` sample has in common with an earlier sample
+    of the attempt (beyond the one token each row keeps of its own): what prefix groups can
+    run once in the update (:mod:`agentbolt.algorithms.grpo.batch`), not again per sample."""
+
+    @classmethod
+    def of(cls, samples: Sequence[Sample], *, calls: int, conversations: int) -> MergeCounts:
+        breaks = {cause: sum(s.origin.cause == cause for s in samples) for cause in BREAK_CAUSES}
+        trained = sum(s.num_response_tokens for s in samples)
+        shared = 0
+        for i, s in enumerate(samples):
+            if s.origin.cause != "diverged":  # a new conversation shares a template's header at most
+                continue
+            shared += max([0, *(min(common_prefix(s.token_ids, e.token_ids), _first_trained(s), _first_trained(e)) - 1
+                                for e in samples[:i])])
+        return cls(calls, conversations, len(samples), breaks, trained,
+                   sum(len(s.token_ids) for s in samples) - trained, shared)
+
+    @property
+    def merge_breaks(self) -> int:
+        """Samples that did not start as the attempt's first call: ``new_conversation`` + ``diverged``."""
+        return self.samples - self.breaks.get("first", 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +197,8 @@ class RolloutSamples:
     reward: float | None = None
     skipped_calls: int = 0
     """Other agents' calls without token ids: not even context."""
+    counts: MergeCounts = field(default_factory=MergeCounts)
+    """Calls, conversations, samples, breaks by cause, tokens trained / context / shared."""
 
     @property
     def merge_rate(self) -> float:
@@ -169,7 +233,7 @@ class SampleAdapter:
 def build_samples(calls: Sequence[ModelCall], agent_match: str | AgentMatcher | None = None, *,
                   reward: float | None = None) -> RolloutSamples | None:
     """Merge the model calls of one attempt (in start order; failed calls are skipped)
-    into samples by exact token prefix; None when there is no call at all."""
+    into samples by lineage (see module doc); None when there is no call at all."""
     calls = [c for c in calls if not c.failed]
     if not calls:
         return None
@@ -177,28 +241,47 @@ def build_samples(calls: Sequence[ModelCall], agent_match: str | AgentMatcher | 
     if any((c.rollout_id, c.attempt_id) != (rollout_id, attempt_id) for c in calls):
         raise ValueError("build_samples takes the calls of one attempt; split them with group_by_attempt first")
     matcher = agent_matcher(agent_match)
-    trained = [matcher(c.agent_name) for c in calls]
-    _require_tokens([c for c, t in zip(calls, trained, strict=True) if t])
-
     drafts: list[_Draft] = []
-    misses = skipped = 0
-    for call, train in zip(calls, trained, strict=True):
-        if not call.has_token_ids:
-            skipped += 1
+    trained_calls: list[ModelCall] = []
+    misses = skipped = conversations = 0
+    for call in calls:
+        if not call.has_token_ids:  # refused below if trained; else not even context
+            if matcher(call.agent_name):
+                trained_calls.append(call)
+            else:
+                skipped += 1
             continue
         prompt = call.prompt_token_ids or []
-        current = drafts[-1] if drafts else None
-        if current is not None and _starts_with(prompt, current.token_ids):
-            current.add_context(prompt[len(current.token_ids):])
+        branch = find_branch(prompt, [d.token_ids for d in drafts])
+        new = branch.extends is None
+        if branch.extends is not None:
+            draft = drafts[branch.extends]
         else:
+            draft = _Draft(rollout_id, attempt_id, _origin(branch, drafts, conversations), len(prompt), call.span_id)
+            conversations += draft.origin.cause != "diverged"
+        name = call.agent_name or (subagent_name(call) if draft.origin.conversation > 0 else None)
+        train = matcher(name)
+        if new:
             if train and any(d.trained for d in drafts):
                 misses += 1
-            current = _Draft(rollout_id, attempt_id)
-            current.add_context(prompt)
-            drafts.append(current)
-        current.add_response(call, train)
+            drafts.append(draft)
+        draft.add_context(prompt[len(draft.token_ids):])
+        draft.add_response(call, name, train)
+        if train:
+            trained_calls.append(call)
+    _require_tokens(trained_calls)
     samples = [d.freeze(reward) for d in drafts if d.trained]
-    return RolloutSamples(rollout_id, attempt_id, samples, sum(trained), misses, reward, skipped)
+    counts = MergeCounts.of(samples, calls=len(calls) - skipped, conversations=conversations)
+    return RolloutSamples(rollout_id, attempt_id, samples, len(trained_calls), misses, reward, skipped, counts)
+
+
+def _origin(branch: Branch, drafts: Sequence[_Draft], conversations: int) -> Origin:
+    """How a sample that extends no draft starts (see :mod:`.lineage`)."""
+    nearest = None if branch.nearest is None else drafts[branch.nearest]
+    cause = break_cause(branch, 0 if nearest is None else nearest.opening)
+    if cause != "diverged" or nearest is None:
+        return Origin(cause, conversations)
+    return Origin(cause, nearest.origin.conversation, nearest.first_span, branch.shared)
 
 
 def agent_counts(samples: Iterable[Sample]) -> dict[str, dict[str, int]]:
@@ -221,6 +304,10 @@ def agent_counts(samples: Iterable[Sample]) -> dict[str, dict[str, int]]:
 class _Draft:
     rollout_id: str
     attempt_id: str
+    origin: Origin
+    opening: int
+    """The length of its first prompt."""
+    first_span: str
     token_ids: list[int] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
@@ -234,9 +321,9 @@ class _Draft:
         self.logprobs += [0.0] * len(ids)
         self.versions += [None] * len(ids)
 
-    def add_response(self, call: ModelCall, train: bool) -> None:
+    def add_response(self, call: ModelCall, agent_name: str | None, train: bool) -> None:
         ids = call.response_token_ids or []
-        self.calls.append(SampleCall(call.span_id, call.agent_name, len(self.token_ids), len(ids), train,
+        self.calls.append(SampleCall(call.span_id, agent_name, len(self.token_ids), len(ids), train,
                                      call.finish_reason))
         if not train:
             self.add_context(ids)
@@ -251,11 +338,11 @@ class _Draft:
 
     def freeze(self, reward: float | None) -> Sample:
         return Sample(self.rollout_id, self.attempt_id, self.token_ids, self.loss_mask, self.logprobs, self.versions,
-                      [c.span_id for c in self.calls], reward=reward, calls=tuple(self.calls))
+                      [c.span_id for c in self.calls], reward=reward, calls=tuple(self.calls), origin=self.origin)
 
 
-def _starts_with(ids: Sequence[int], prefix: Sequence[int]) -> bool:
-    return len(ids) >= len(prefix) and list(ids[: len(prefix)]) == list(prefix)
+def _first_trained(sample: Sample) -> int:
+    return sample.loss_mask.index(1) if 1 in sample.loss_mask else len(sample.loss_mask)
 
 
 def _require_tokens(calls: Sequence[ModelCall]) -> None:

@@ -6,7 +6,8 @@ template trims or re-spaces; a framework re-serialises tool-call JSON), and ever
 difference splits the rollout into separate training samples. So when a call's messages
 begin with an earlier call of the same attempt — that call's messages, then the answer
 the gateway gave it — its prompt is that call's prompt ids + the ids the engine sampled +
-the new turns rendered by the template. Exact-prefix merging then holds by construction.
+the new turns rendered by the template. Merging into samples by exact token prefix
+(:mod:`agentbolt.adapters.samples`) then holds by construction.
 
 Matching compares what the template would see: roles, text content (stripped), tool
 calls by name and JSON-decoded arguments (ids and key order do not matter), tool results.

@@ -21,7 +21,7 @@ adapters from its model calls: ``"chat"`` gives OpenAI chat records
 (:class:`~agentbolt.adapters.MessagesAdapter`), ``"triplets"`` (prompt, response,
 reward) triplets with token ids (:class:`~agentbolt.adapters.TripletAdapter`), ``"rl"``
 the token-level samples GRPO trains on (:class:`~agentbolt.adapters.SampleAdapter`:
-exact-prefix merged, loss masks, logprobs, policy versions; every agent trained).
+merged by lineage, loss masks, logprobs, policy versions; every agent trained).
 """
 
 from __future__ import annotations

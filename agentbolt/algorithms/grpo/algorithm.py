@@ -7,7 +7,7 @@ One step, in the order the code runs it (:meth:`GRPO._step`):
    finish, the rest keep running); with ``group_reward`` (an LLM judge, :mod:`agentbolt.rewards`)
    each group is scored now, the judge's scores becoming the rollouts' rewards;
 2. **samples** — each finished rollout's model calls (recorded by the gateway with the
-   engine's token ids) are merged by exact prefix into samples by
+   engine's token ids) are merged by lineage (exact token prefixes) into samples by
    :class:`~agentbolt.adapters.SampleAdapter` (what ``Trainer.dev`` previews); with
    ``agent_match`` only the matched agents' tokens carry loss;
 3. **advantages** — A_i = r_i − mean(r of its group), per rollout, copied to its samples;
@@ -61,6 +61,7 @@ from agentbolt.algorithms.grpo.advantages import (
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.failures import program_failure
 from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
+from agentbolt.algorithms.grpo.merging import merge_metrics
 from agentbolt.algorithms.grpo.onpolicy import (
     TRAIN_SAMPLING,
     OffPolicySamplingError,
@@ -406,18 +407,12 @@ class _Batch:
 
     def metrics(self, threshold: float) -> dict[str, Any]:
         scored = [r for r in self.rewards if r is not None]
-        calls = [p.num_calls for p in self.per_rollout]
-        follow_ups = sum(max(c - 1, 0) for c in calls)
-        misses = sum(p.merge_misses for p in self.per_rollout)
         return {
             "reward/mean": _mean(scored), "reward/std": _std(scored),
             "success_rate": _mean([1.0 if r >= threshold else 0.0 for r in scored]),
             "rollouts/total": len(self.rewards), "rollouts/no_model_calls": self.no_calls,
             "rollouts/off_policy_sampling": self.off_policy, "rollouts/program_failures": self.program_failures,
-            "samples/total": len(self.samples),
-            "samples/per_rollout": len(self.samples) / len(self.per_rollout) if self.per_rollout else None,
-            "calls/per_rollout": _mean(calls), "merge/misses": misses,
-            "merge/rate": 1.0 - misses / follow_ups if follow_ups else None,
+            "samples/total": len(self.samples), **merge_metrics(self.per_rollout),
         }
 
 

@@ -10,18 +10,21 @@ samples (a sample is never cut).
 
 Micro-batches follow the order of the samples, so the rollouts of one task's group —
 which start with the same prompt — tend to share one; a prefix common to the rows then
-goes through the model once (:func:`shared_prefix`), or once per task when the rows hold
-several tasks' prompts (:func:`prefix_groups`).
+goes through the model once (:func:`shared_prefix`), or once per prefix group when the
+rows hold several tasks' prompts, or samples of one rollout that share a history before
+one diverged from the other (:func:`prefix_groups`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import torch
 from torch import Tensor
 
+from agentbolt.adapters.lineage import common_prefix
 from agentbolt.adapters.samples import Sample
 
 __all__ = ["MIN_SHARED_PREFIX", "TrainBatch", "collate", "group_by_rollout", "micro_batches", "prefix_groups",
@@ -121,26 +124,34 @@ def shared_prefix(samples: Sequence[Sample]) -> int:
 
 def prefix_groups(samples: Sequence[Sample]) -> tuple[int, list[int] | None]:
     """P and, per row, the id of its prefix group (None: one group of all rows), chosen to
-    run the fewest tokens: the prefix all rows share (:func:`shared_prefix`), or — when the
-    rows hold several tasks' prompts — each group's own, cut to the shortest group's
-    length: rows with the same first P + 1 tokens, none trained, form a group.
-    (0, None) when neither saves anything."""
+    run the fewest tokens: rows with the same first P + 1 tokens form a group, and P stays
+    below every row's first trained token. A group is a task's prompt (the rows of its
+    GRPO group) or the history that samples of one rollout share up to where a later one
+    diverged (compaction, a rewritten turn: :mod:`agentbolt.adapters.lineage`); the prefix
+    every row shares (:func:`shared_prefix`) is the case of one group. (0, None) when no
+    choice saves anything.
+
+    Exhaustive over the P that matter: with the rows sorted, the number of groups for a P
+    is one more than the sorted neighbours sharing at most P tokens, so the run tokens
+    ``total − (N − G(P))·P`` are least at some P = (a neighbours' common prefix) − 1."""
     N = len(samples)
-    if N < 2:
+    K = min((_first_trained(s) for s in samples), default=0) - 1
+    if N < 2 or K < MIN_SHARED_PREFIX:
         return 0, None
+    heads = [s.token_ids[: K + 1] for s in samples]
+    order = sorted(range(N), key=heads.__getitem__)
+    neighbours = [common_prefix(heads[a], heads[b]) for a, b in pairwise(order)]
     total = sum(len(s.token_ids) for s in samples)
-    best: int = total
-    choice: tuple[int, list[int] | None] = (0, None)
-    P = shared_prefix(samples)
-    if P and total - (N - 1) * P < best:
-        best, choice = total - (N - 1) * P, (P, None)
-    K = min(_first_trained(s) for s in samples) - 1
-    if K >= MIN_SHARED_PREFIX and K > P:
-        ids: dict[tuple[int, ...], int] = {}
-        group = [ids.setdefault(tuple(s.token_ids[: K + 1]), len(ids)) for s in samples]
-        if total - (N - len(ids)) * K < best:
-            choice = (K, group)
-    return choice
+    best: tuple[int, int] = (total, 0)
+    for P in sorted({n - 1 for n in neighbours if n - 1 >= MIN_SHARED_PREFIX}):
+        G = 1 + sum(n <= P for n in neighbours)
+        best = min(best, (total - (N - G) * P, P))  # the smaller P on a tie
+    P = best[1]
+    if P == 0:
+        return 0, None
+    ids: dict[tuple[int, ...], int] = {}
+    group = [ids.setdefault(tuple(h[: P + 1]), len(ids)) for h in heads]
+    return P, None if len(ids) == 1 else group
 
 
 def _first_trained(sample: Sample) -> int:
