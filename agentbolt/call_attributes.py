@@ -18,7 +18,11 @@ Token ids are only ever copied from the response (vLLM's ``prompt_token_ids`` an
 ``choices[0].token_ids``); nothing is retokenized. Without them the source is ``"none"``.
 They are stored once: the prompt's ids (top-level, or choice 0's) and choice 0's answer
 ids are moved out of ``agentbolt.llm.response`` into their attributes, which is where
-every reader takes them from. Only the record changes: what the client was sent keeps them.
+every reader takes them from. So are choice 0's chosen-token logprobs: its ``logprobs``
+object (token strings, bytes, alternatives) leaves the response once its logprobs are in
+``agentbolt.llm.response_logprobs`` — unless the request asked for alternatives (chat
+``top_logprobs`` ≥ 1, completions ``logprobs`` ≥ 2), which only that object holds. Only
+the record changes: what the client was sent keeps them all.
 """
 
 from __future__ import annotations
@@ -107,9 +111,11 @@ def call_attributes(
     choice_ids = _int_list(first.get("prompt_token_ids"))
     prompt_ids = top_ids if top_ids is not None else choice_ids
     response_ids = _int_list(first.get("token_ids"))
-    stored = _without_token_ids(response, first, top=top_ids is not None,
-                                in_choice=choice_ids is not None and choice_ids == prompt_ids,
-                                answer=response_ids is not None)
+    logprobs = _logprobs(first.get("logprobs"))
+    stored = _without_attributes(response, first, top=top_ids is not None,
+                                 in_choice=choice_ids is not None and choice_ids == prompt_ids,
+                                 answer=response_ids is not None,
+                                 logprobs=logprobs is not None and not _asks_alternatives(request))
     if stored is not response:
         response_json = None
     out[semconv.LLM_REQUEST] = request_json if isinstance(request_json, str) else dumps(request)
@@ -118,7 +124,6 @@ def call_attributes(
         out[semconv.LLM_PROMPT_TOKEN_IDS] = prompt_ids
     if response_ids is not None:
         out[semconv.LLM_RESPONSE_TOKEN_IDS] = response_ids
-    logprobs = _logprobs(first.get("logprobs"))
     if logprobs is not None:
         out[semconv.LLM_RESPONSE_LOGPROBS] = logprobs
     out[semconv.LLM_TOKEN_IDS_SOURCE] = "engine" if response_ids is not None else "none"
@@ -131,14 +136,16 @@ def dumps(value: Any) -> str:
     return orjson.dumps(value, default=str).decode()
 
 
-# ----------------------------------------------------------------------------- token ids
-def _without_token_ids(
-    response: Mapping[str, Any], first: Mapping[str, Any], *, top: bool, in_choice: bool, answer: bool
+# ----------------------------------------------------------------------------- stored once
+def _without_attributes(
+    response: Mapping[str, Any], first: Mapping[str, Any], *, top: bool, in_choice: bool, answer: bool,
+    logprobs: bool,
 ) -> Mapping[str, Any]:
-    """The response less the token ids the span keeps as attributes (``response`` itself
-    when there are none to drop): the prompt's top-level ones (``top``), choice 0's
-    prompt ids (``in_choice``) and choice 0's answer ids (``answer``)."""
-    drop_choice = [k for k, keep in (("prompt_token_ids", in_choice), ("token_ids", answer)) if keep]
+    """The response less what the span keeps as attributes (``response`` itself when there
+    is nothing to drop): the prompt's top-level token ids (``top``), choice 0's prompt ids
+    (``in_choice``), answer ids (``answer``) and ``logprobs`` object (``logprobs``)."""
+    drop_choice = [k for k, keep in (("prompt_token_ids", in_choice), ("token_ids", answer), ("logprobs", logprobs))
+                   if keep]
     if not top and not drop_choice:
         return response
     out = {k: v for k, v in response.items() if not (top and k == "prompt_token_ids")}
@@ -147,6 +154,13 @@ def _without_token_ids(
             {k: v for k, v in c.items() if k not in drop_choice} if c is first else c for c in response["choices"]
         ]
     return out
+
+
+def _asks_alternatives(request: Mapping[str, Any]) -> bool:
+    """Whether the request asked for more than the chosen tokens' logprobs: chat
+    ``top_logprobs`` ≥ 1, completions ``logprobs`` ≥ 2 (the gateway itself asks for 1)."""
+    top, n = request.get("top_logprobs"), request.get("logprobs")
+    return (_is_number(top) and top >= 1) or (_is_number(n) and n >= 2)
 
 
 # ----------------------------------------------------------------------------- reading
