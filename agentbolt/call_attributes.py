@@ -18,7 +18,11 @@ Token ids are only ever copied from the response (vLLM's ``prompt_token_ids`` an
 ``choices[0].token_ids``); nothing is retokenized. Without them the source is ``"none"``.
 They are stored once: the prompt's ids (top-level, or choice 0's) and choice 0's answer
 ids are moved out of ``agentbolt.llm.response`` into their attributes, which is where
-every reader takes them from. Only the record changes: what the client was sent keeps them.
+every reader takes them from. So are choice 0's chosen-token logprobs: its ``logprobs``
+object (token strings, bytes, alternatives) leaves the response once its logprobs are in
+``agentbolt.llm.response_logprobs`` — unless the request asked for alternatives (chat
+``top_logprobs`` ≥ 1, completions ``logprobs`` ≥ 2), which only that object holds. Only
+the record changes: what the client was sent keeps them all.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from typing import Any
 import orjson
 
 from agentbolt import semconv
+from agentbolt.responses_chat import input_messages, instruction_messages, output_message
 
-__all__ = ["SECRET_KEYS", "call_attributes", "dumps", "tool_call"]
+__all__ = ["SECRET_KEYS", "call_attributes", "dumps"]
 
 SECRET_KEYS = frozenset({"api_key", "azure_ad_token", "aws_secret_access_key", "headers", "extra_headers"})
 """Request keys that are never recorded."""
@@ -67,11 +72,12 @@ def call_attributes(
     if SECRET_KEYS & request.keys():
         request = {k: v for k, v in request.items() if k not in SECRET_KEYS}
         request_json = None
-    if "input" in request and "messages" not in request:
-        request = {**request, "messages": _responses_messages(request)}
+    if "input" in request and "messages" not in request:  # the Responses API: read as chat too (responses_chat)
+        messages = instruction_messages(request.get("instructions")) + input_messages(request["input"])
+        request = {**request, "messages": messages}
         request_json = None
     if "output" in response and "choices" not in response:
-        response = {**response, "choices": _responses_choices(response)}
+        response = {**response, "choices": [_responses_choice(response)]}
         response_json = None
     op = semconv.TEXT_COMPLETION if _is_completion(request, response) else semconv.CHAT
     req_model = request.get("model") or params.get("model") or model
@@ -107,9 +113,11 @@ def call_attributes(
     choice_ids = _int_list(first.get("prompt_token_ids"))
     prompt_ids = top_ids if top_ids is not None else choice_ids
     response_ids = _int_list(first.get("token_ids"))
-    stored = _without_token_ids(response, first, top=top_ids is not None,
-                                in_choice=choice_ids is not None and choice_ids == prompt_ids,
-                                answer=response_ids is not None)
+    logprobs = _logprobs(first.get("logprobs"))
+    stored = _without_attributes(response, first, top=top_ids is not None,
+                                 in_choice=choice_ids is not None and choice_ids == prompt_ids,
+                                 answer=response_ids is not None,
+                                 logprobs=logprobs is not None and not _asks_alternatives(request))
     if stored is not response:
         response_json = None
     out[semconv.LLM_REQUEST] = request_json if isinstance(request_json, str) else dumps(request)
@@ -118,7 +126,6 @@ def call_attributes(
         out[semconv.LLM_PROMPT_TOKEN_IDS] = prompt_ids
     if response_ids is not None:
         out[semconv.LLM_RESPONSE_TOKEN_IDS] = response_ids
-    logprobs = _logprobs(first.get("logprobs"))
     if logprobs is not None:
         out[semconv.LLM_RESPONSE_LOGPROBS] = logprobs
     out[semconv.LLM_TOKEN_IDS_SOURCE] = "engine" if response_ids is not None else "none"
@@ -131,14 +138,16 @@ def dumps(value: Any) -> str:
     return orjson.dumps(value, default=str).decode()
 
 
-# ----------------------------------------------------------------------------- token ids
-def _without_token_ids(
-    response: Mapping[str, Any], first: Mapping[str, Any], *, top: bool, in_choice: bool, answer: bool
+# ----------------------------------------------------------------------------- stored once
+def _without_attributes(
+    response: Mapping[str, Any], first: Mapping[str, Any], *, top: bool, in_choice: bool, answer: bool,
+    logprobs: bool,
 ) -> Mapping[str, Any]:
-    """The response less the token ids the span keeps as attributes (``response`` itself
-    when there are none to drop): the prompt's top-level ones (``top``), choice 0's
-    prompt ids (``in_choice``) and choice 0's answer ids (``answer``)."""
-    drop_choice = [k for k, keep in (("prompt_token_ids", in_choice), ("token_ids", answer)) if keep]
+    """The response less what the span keeps as attributes (``response`` itself when there
+    is nothing to drop): the prompt's top-level token ids (``top``), choice 0's prompt ids
+    (``in_choice``), answer ids (``answer``) and ``logprobs`` object (``logprobs``)."""
+    drop_choice = [k for k, keep in (("prompt_token_ids", in_choice), ("token_ids", answer), ("logprobs", logprobs))
+                   if keep]
     if not top and not drop_choice:
         return response
     out = {k: v for k, v in response.items() if not (top and k == "prompt_token_ids")}
@@ -147,6 +156,13 @@ def _without_token_ids(
             {k: v for k, v in c.items() if k not in drop_choice} if c is first else c for c in response["choices"]
         ]
     return out
+
+
+def _asks_alternatives(request: Mapping[str, Any]) -> bool:
+    """Whether the request asked for more than the chosen tokens' logprobs: chat
+    ``top_logprobs`` ≥ 1, completions ``logprobs`` ≥ 2 (the gateway itself asks for 1)."""
+    top, n = request.get("top_logprobs"), request.get("logprobs")
+    return (type(top) is int and top >= 1) or (type(n) is int and n >= 2)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -198,64 +214,18 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-# ----------------------------------------------------------------------------- Responses API
-def _responses_messages(request: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Chat messages equivalent to a Responses API request's ``instructions`` + ``input``."""
-    messages: list[dict[str, Any]] = []
-    if isinstance(request.get("instructions"), str):
-        messages.append({"role": "system", "content": request["instructions"]})
-    items = request.get("input")
-    if isinstance(items, str):
-        return [*messages, {"role": "user", "content": items}]
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("type", "message")
-        if kind == "message":
-            messages.append({"role": item.get("role", "user"), "content": _text_of(item.get("content"))})
-        elif kind == "function_call":
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [tool_call(item.get("call_id"), item.get("name"), item.get("arguments"))],
-                }
-            )
-        elif kind == "function_call_output":
-            messages.append(
-                {"role": "tool", "tool_call_id": item.get("call_id"), "content": _text_of(item.get("output"))}
-            )
-    return messages
-
-
-def _responses_choices(response: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A chat-completions ``choices`` list equivalent to a Responses API ``output``."""
-    texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for item in response.get("output") or []:
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "message":
-            texts.append(_text_of(item.get("content")))
-        elif item.get("type") == "function_call":
-            calls.append(tool_call(item.get("call_id"), item.get("name"), item.get("arguments")))
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
-    if calls:
-        message["tool_calls"] = calls
-    finish = "tool_calls" if calls else ("stop" if response.get("status") == "completed" else None)
-    return [{"index": 0, "message": message, "finish_reason": finish}]
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", "")) for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
-        )
-    return "" if content is None else str(content)
-
-
-def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
-    """A chat-completions tool call."""
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+def _responses_choice(response: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat choice of a Responses API answer: its output as one assistant message, and
+    the finish reason its status says (``incomplete`` at the token limit: ``length``)."""
+    message = output_message(response.get("output"))
+    details = response.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, dict) else None
+    if message.get("tool_calls"):
+        finish: str | None = "tool_calls"
+    elif response.get("status") == "completed":
+        finish = "stop"
+    elif response.get("status") == "incomplete":
+        finish = "length" if reason == "max_output_tokens" else "content_filter" if reason == "content_filter" else None
+    else:
+        finish = None
+    return {"index": 0, "message": message, "finish_reason": finish}

@@ -11,10 +11,11 @@ later token carries the new one), resume — always, even when the load fails.
   through the admin route ``POST /v1/gateway/weights`` (tensors as safetensors bytes,
   or a LoRA directory the server can read).
 
-Both also reach the engine directly for what a trainer checks before and after it
-publishes: ``completions`` (a probe, part of no rollout: ``POST /v1/gateway/completions``)
-and ``rebase_adapters`` (the weights served now become the base of the next adapter:
-``POST /v1/gateway/rebase``).
+Both wait for the gateway's span writer (:meth:`~GatewayControl.flush`: in this process
+directly, in a server through ``POST /v1/gateway/flush``), and reach the engine directly
+for what a trainer checks before and after it publishes: ``completions`` (a probe, part
+of no rollout: ``POST /v1/gateway/completions``) and ``rebase_adapters`` (the weights
+served now become the base of the next adapter: ``POST /v1/gateway/rebase``).
 
 ::
 
@@ -41,12 +42,13 @@ if TYPE_CHECKING:
 
     from agentbolt.gateway.gateway import Gateway
 
-__all__ = ["COMPLETIONS_ROUTE", "REBASE_ROUTE", "WEIGHTS_ROUTE", "GatewayControl", "LocalGatewayControl",
-           "RemoteGateway"]
+__all__ = ["COMPLETIONS_ROUTE", "FLUSH_ROUTE", "REBASE_ROUTE", "WEIGHTS_ROUTE", "GatewayControl",
+           "LocalGatewayControl", "RemoteGateway"]
 
 WEIGHTS_ROUTE = "/v1/gateway/weights"
 REBASE_ROUTE = "/v1/gateway/rebase"
 COMPLETIONS_ROUTE = "/v1/gateway/completions"
+FLUSH_ROUTE = "/v1/gateway/flush"
 
 _POLL_MIN, _POLL_MAX = 0.005, 0.05
 
@@ -114,9 +116,10 @@ class GatewayControl(abc.ABC):
             raise NotImplementedError(f"{type(self).__name__} reaches no engine to rebase")
         engine.rebase_adapters()
 
+    @abc.abstractmethod
     async def flush(self) -> None:
-        """Wait until the spans of finished calls are in the store. A gateway in another
-        process writes them within its flush interval; readers wait for that."""
+        """Wait until the span of every call finished so far is in the store (the gateway
+        writes them in the background): a reader of the store waits on this, not on a timer."""
 
     async def aclose(self) -> None:
         """Release connections. Idempotent."""
@@ -223,6 +226,12 @@ class RemoteGateway(GatewayControl):
 
     async def rebase_adapters(self) -> None:
         _raise_for(await self._http().post(REBASE_ROUTE))
+
+    async def flush(self) -> None:
+        response = await self._http().post(FLUSH_ROUTE)
+        if response.status_code == 404:  # a server without a gateway: none of its spans can be on their way
+            return
+        _raise_for(response)
 
     async def load_weights(self, update: WeightUpdate, *, version: int | None = None,
                            drain_timeout: float = 120.0) -> int:

@@ -7,7 +7,8 @@ timeouts with backoff, and hands a record of the call to the span recorder. ``pa
 turns new calls away with 429 (or holds them up to ``pause_hold_s``) while calls in flight
 finish (``drain`` waits for them), so weights can be swapped between ``pause`` and ``resume``.
 
-The HTTP side (routes, auth, SSE framing) is in :mod:`agentbolt.server.routes.gateway`.
+The HTTP side (routes, auth, SSE framing) is in :mod:`agentbolt.server.routes.gateway`
+(the admin routes: :mod:`agentbolt.server.routes.gateway_admin`).
 """
 
 from __future__ import annotations

@@ -293,10 +293,12 @@ def create_app(
     app.state.agentbolt = ctx
     if gateway is not None:
         from agentbolt.server.routes.gateway import gateway_router  # only with a gateway: loads its engines
+        from agentbolt.server.routes.gateway_admin import gateway_admin_router
 
         gateway.bind(store)
         app.state.gateway = gateway
         app.include_router(gateway_router)
+        app.include_router(gateway_admin_router)
     for router in ROUTERS:
         app.include_router(router)
     install_exception_handlers(app)

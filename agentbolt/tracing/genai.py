@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 
 from agentbolt import semconv
-from agentbolt.call_attributes import SECRET_KEYS, call_attributes, dumps, tool_call
+from agentbolt.call_attributes import SECRET_KEYS, call_attributes, dumps
+from agentbolt.responses_chat import tool_call
 
 __all__ = ["NormalisedCall", "normalise_model_call", "without_payload", "is_llm_span"]
 

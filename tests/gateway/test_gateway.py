@@ -51,6 +51,19 @@ def test_an_unmodified_openai_client_is_answered_and_its_call_recorded(world: Ga
     assert attrs["agentbolt.rollout_id"] == a.rollout_id
 
 
+def test_the_client_gets_its_logprobs_and_the_span_stores_them_once(world: GatewayWorld) -> None:
+    a = world.claim()
+    client = openai.OpenAI(base_url=a.base_url, api_key=a.token)
+    answer = client.chat.completions.create(model="policy", messages=MESSAGES, logprobs=True)
+    sent = answer.choices[0].logprobs
+    assert sent is not None and [e.logprob for e in sent.content or []] == [-0.5, -1.5, -2.5, -3.5]
+    assert "".join(e.token for e in sent.content or []) == REPLY  # the engine's entries, as they were
+    (span,) = world.spans(a.rollout_id, 1)
+    attrs = span["attributes"]
+    assert "logprobs" not in json.loads(attrs["agentbolt.llm.response"])["choices"][0]
+    assert attrs["agentbolt.llm.response_logprobs"] == [-0.5, -1.5, -2.5, -3.5]
+
+
 def test_tool_calls_reach_the_agent_and_the_span(world: GatewayWorld, engine: FakeEngine) -> None:
     engine.tool_call = {"name": "add", "arguments": '{"a": 2, "b": 2}'}
     a = world.claim()

@@ -65,9 +65,42 @@ def test_the_span_is_written_from_the_record_with_the_answer_ids_stored_once() -
     response = json.loads(attrs["agentbolt.llm.response"])
     assert "token_ids" not in response["choices"][0]  # only in agentbolt.llm.response_token_ids
     assert attrs["agentbolt.llm.response_token_ids"] == [3]
-    assert response["choices"][0]["logprobs"] == {"content": [{"token": "a", "logprob": -0.1}]}
+    assert "logprobs" not in response["choices"][0]  # only in agentbolt.llm.response_logprobs
+    assert attrs["agentbolt.llm.response_logprobs"] == [-0.1]
     assert attrs["gen_ai.system"] == attrs["gen_ai.provider.name"] == attrs["agentbolt.llm.engine"] == "fake"
     assert span.name == "chat m" and attrs["agentbolt.llm.policy_version"] == 3
+
+
+def test_the_logprobs_object_stays_in_the_response_when_the_request_asked_for_alternatives() -> None:
+    record = _record("r", "a")
+    alternatives = {"content": [{"token": "a", "logprob": -0.1, "top_logprobs": [{"token": "b", "logprob": -2.4}]}]}
+    record.request["top_logprobs"] = 1
+    record.response["choices"][0]["logprobs"] = alternatives  # type: ignore[index]
+    attrs = build_span(record).attributes
+    assert json.loads(attrs["agentbolt.llm.response"])["choices"][0]["logprobs"] == alternatives
+    assert attrs["agentbolt.llm.response_logprobs"] == [-0.1]
+
+
+def test_completions_logprobs_are_stored_once_unless_alternatives_were_asked_for() -> None:
+    record = _record("r", "a")
+    lp = {"tokens": ["a"], "token_logprobs": [-0.1], "top_logprobs": [{"a": -0.1}], "text_offset": [0]}
+    record.request = {"model": "m", "prompt": "q", "logprobs": 1}
+    record.response = {"object": "text_completion", "model": "m",
+                       "choices": [{"index": 0, "text": "a", "token_ids": [3], "logprobs": lp}]}
+    attrs = build_span(record).attributes
+    assert "logprobs" not in json.loads(attrs["agentbolt.llm.response"])["choices"][0]
+    assert attrs["agentbolt.llm.response_logprobs"] == [-0.1]
+    record.request["logprobs"] = 5
+    attrs = build_span(record).attributes
+    assert json.loads(attrs["agentbolt.llm.response"])["choices"][0]["logprobs"] == lp
+
+
+def test_logprobs_the_attribute_cannot_hold_stay_in_the_response() -> None:
+    record = _record("r", "a")
+    record.response["choices"][0]["logprobs"] = {"content": [{"token": "a", "logprob": None}]}  # type: ignore[index]
+    attrs = build_span(record).attributes
+    assert "agentbolt.llm.response_logprobs" not in attrs
+    assert json.loads(attrs["agentbolt.llm.response"])["choices"][0]["logprobs"]["content"][0]["token"] == "a"
 
 
 class FlakyStore(MemoryStore):

@@ -416,24 +416,19 @@ class _Batch:
         }
 
 
-async def _rollout_samples(ctx: AlgorithmContext, rollout_id: str, adapter: SampleAdapter,
-                           patience: float = 2.0) -> RolloutSamples | None:
+async def _rollout_samples(ctx: AlgorithmContext, rollout_id: str, adapter: SampleAdapter) -> RolloutSamples | None:
     """The samples of a finished rollout's latest attempt; None when it made no model call
-    (its spans are given ``patience`` seconds to arrive)."""
+    that succeeded. The step flushed the gateway first: its spans are all in the store."""
     from agentbolt.adapters.calls import extract_model_calls
 
-    deadline = time.monotonic() + patience
-    while True:
-        spans = await ctx.store.get_spans(rollout_id, "latest")
-        if any(not c.failed for c in extract_model_calls(spans)):
-            found = adapter.adapt(spans)
-            mismatched = off_policy_calls(spans, [i for s in found[-1].samples for i in s.span_ids]) if found else {}
-            if mismatched:
-                raise OffPolicySamplingError(refusal(rollout_id, mismatched))
-            return found[-1] if found else None
-        if time.monotonic() > deadline:
-            return None
-        await asyncio.sleep(0.1)
+    spans = await ctx.store.get_spans(rollout_id, "latest")
+    if all(c.failed for c in extract_model_calls(spans)):
+        return None
+    found = adapter.adapt(spans)
+    mismatched = off_policy_calls(spans, [i for s in found[-1].samples for i in s.span_ids]) if found else {}
+    if mismatched:
+        raise OffPolicySamplingError(refusal(rollout_id, mismatched))
+    return found[-1] if found else None
 
 
 async def _cancel_pending(ctx: AlgorithmContext, scheduler: GroupScheduler) -> None:

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentbolt.gateway.chat_template import bad_request
+from agentbolt.responses_chat import CUSTOM_INPUT
 
-__all__ = ["CUSTOM_INPUT", "ToolSet", "chat_tool_choice", "tool_set"]
+__all__ = ["ToolSet", "chat_tool_choice", "tool_set"]
 
 
 @dataclass
@@ -53,10 +54,6 @@ class ToolSet:
     def origin(self, prompt_name: str) -> tuple[str | None, str]:
         """(namespace, name) of the function the prompt calls ``prompt_name``."""
         return self.origins.get(prompt_name, (None, prompt_name))
-
-
-CUSTOM_INPUT = "input"
-"""The one argument of a custom tool's function: its free-form input."""
 
 
 def _custom_function(tool: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agentbolt.gateway.responses.items import input_messages, output_items
+from agentbolt.gateway.chat_template import bad_request
+from agentbolt.gateway.responses.items import output_items
 from agentbolt.gateway.responses.tools import ToolSet, chat_tool_choice, tool_set
+from agentbolt.responses_chat import UnsupportedItemError, input_messages, instruction_messages
 
 __all__ = ["chat_request", "response_object", "usage_of"]
 
@@ -26,11 +28,11 @@ def chat_request(body: dict[str, Any], history: list[dict[str, Any]]) -> tuple[d
     ``history`` (the conversation up to ``previous_response_id``), then ``input``; and
     the request's tools as the prompt has them (:mod:`.tools`)."""
     tools = tool_set(body.get("tools"))
-    messages: list[dict[str, Any]] = []
-    if isinstance(body.get("instructions"), str) and body["instructions"]:
-        messages.append({"role": "system", "content": body["instructions"]})
-    messages += [dict(m) for m in history]
-    messages += input_messages(body.get("input", []), tools)
+    messages = instruction_messages(body.get("instructions")) + [dict(m) for m in history]
+    try:  # strict: what has no chat form is the caller's 400, not a prompt silently short of it
+        messages += input_messages(body.get("input", []), prompt_name=tools.prompt_name, strict=True)
+    except UnsupportedItemError as exc:
+        raise bad_request(str(exc), "input") from exc
     chat: dict[str, Any] = {k: body[k] for k in _SAMPLING if body.get(k) is not None}
     chat["messages"] = messages
     if tools.tools:

@@ -4,9 +4,12 @@ evaluator says of its work, it is an infrastructure failure, not a score.
 
 The gateway records every call it answers as a span in the store (its status in
 ``http.response.status_code``), written in the background within
-``GatewayConfig.span_flush_interval`` of the answer; so an attempt that looks refused is
-read again after a short settle time before it is failed. Calls refused before the
-gateway (a bad token: 401/403) are not recorded and cannot be counted here.
+``GatewayConfig.span_flush_interval`` of the answer. A runner cannot wait on that writer
+as an algorithm does (``POST /v1/gateway/flush`` is the admin's; a runner holds only the
+attempt's scoped token, which must not drive the gateway), so an attempt that looks
+refused is read again after a short settle time before it is failed; one that looks fine
+needs no wait. Calls refused before the gateway (a bad token: 401/403) are not recorded
+and cannot be counted here.
 """
 
 from __future__ import annotations

@@ -17,21 +17,8 @@
 * a WebSocket handshake on ``.../v1/responses`` (Codex tries one first when its provider
   says ``supports_websockets``) is refused with 426 Upgrade Required, on which Codex falls
   back to HTTP at once.
-* ``POST /v1/gateway/pause`` (``?drain=true`` waits for in-flight calls),
-  ``POST /v1/gateway/resume``, ``GET /v1/gateway/status``: admin only.
-* ``POST /v1/gateway/weights``: admin only; pause, drain, load new weights into the
-  engine, resume. The body is raw safetensors (``Content-Type: application/octet-stream``,
-  ``?kind=full|lora&lora_scale=&version=&drain_timeout=``) or JSON
-  ``{"lora_path": <adapter directory the server can read>, "version": N}``.
-  Answers ``{"policy_version": N}``; 400 for a body the engine refuses, 501 for an
-  engine that cannot load weights, 504 when calls stay in flight past ``drain_timeout``.
-* ``POST /v1/gateway/chat/completions``, ``POST /v1/gateway/completions``: admin only; a
-  call straight to the engine, part of no rollout and not recorded (an algorithm using the
-  run's model as a helper, e.g. APO's critic; a trainer probing what the engine serves).
-  No streaming.
-* ``POST /v1/gateway/rebase``: admin only; the weights served now (any adapter merged in)
-  become the base of the next LoRA adapter (a trainer that starts from them); 501 for an
-  engine that cannot. Answers the status.
+* the admin routes under ``/v1/gateway/`` (pause, resume, status, flush, weights, rebase,
+  calls straight to the engine): :mod:`agentbolt.server.routes.gateway_admin`.
 
 A scoped token may only call its own attempt's URLs (403 otherwise). Errors are
 OpenAI-shaped (``{"error": {"message", "type", "param", "code"}}``) so clients raise
@@ -40,26 +27,22 @@ their usual exceptions.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import orjson
 from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import Response, StreamingResponse
 
-from agentbolt.gateway.control import REBASE_ROUTE, WEIGHTS_ROUTE, LocalGatewayControl
 from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.gateway import CallKind, Gateway, GatewayPausedError
 from agentbolt.gateway.messages import anthropic_model, anthropic_models, count_tokens, create_message, error_body
 from agentbolt.gateway.origin import origin_of
 from agentbolt.gateway.request_check import MalformedRequestError, check_request
 from agentbolt.gateway.responses import create_response, delete_response, retrieve_response
-from agentbolt.gateway.weight_update import WeightUpdate
 from agentbolt.server.auth import principal_of
 from agentbolt.store.errors import StoreError
 
-__all__ = ["ATTEMPT_HEADER", "ROLLOUT_HEADER", "gateway_of", "gateway_router"]
+__all__ = ["ATTEMPT_HEADER", "ROLLOUT_HEADER", "gateway_of", "gateway_router", "openai_error", "openai_error_response"]
 
 ROLLOUT_HEADER = "x-agentbolt-rollout-id"
 ATTEMPT_HEADER = "x-agentbolt-attempt-id"
@@ -74,15 +57,17 @@ def gateway_of(request: Request) -> Gateway:
     return gateway
 
 
-def _openai_error(
+def openai_error(
     status: int, message: str, type_: str, code: Any = None, headers: dict[str, str] | None = None,
     param: str | None = None,
 ) -> Response:
+    """An error answer in OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``)."""
     body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
     return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
-def _error_response(exc: Exception) -> Response:
+def openai_error_response(exc: Exception) -> Response:
+    """A gateway, engine or store error as the OpenAI-shaped answer a client expects."""
     if isinstance(exc, GatewayPausedError):
         return Response(
             orjson.dumps(exc.body),
@@ -93,7 +78,7 @@ def _error_response(exc: Exception) -> Response:
     if isinstance(exc, EngineError):
         return Response(orjson.dumps(exc.body), status_code=exc.status_code, media_type="application/json")
     if isinstance(exc, StoreError):
-        return _openai_error(exc.status_code, exc.message, exc.code, exc.code)
+        return openai_error(exc.status_code, exc.message, exc.code, exc.code)
     raise exc
 
 
@@ -128,21 +113,21 @@ async def _proxy(request: Request, kind: CallKind | Literal["responses"], rollou
     try:
         rid, aid = _attempt_of(request, rollout_id, attempt_id)
     except _MissingAttempt:
-        return _openai_error(400, _MISSING, "invalid_request_error", "missing_rollout")
+        return openai_error(400, _MISSING, "invalid_request_error", "missing_rollout")
     except StoreError as exc:
-        return _error_response(exc)
+        return openai_error_response(exc)
     try:
         body = orjson.loads(await request.body())
     except orjson.JSONDecodeError as exc:
-        return _openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
+        return openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
     if not isinstance(body, dict):
-        return _openai_error(400, "the request body must be a JSON object", "invalid_request_error")
+        return openai_error(400, "the request body must be a JSON object", "invalid_request_error")
     origin, body = origin_of(request.headers, body)
     if kind != "responses":  # (the Responses translation checks its own body)
         try:
             check_request(kind, body)
         except MalformedRequestError as exc:  # the caller's, before any engine sees it
-            return _openai_error(400, str(exc), "invalid_request_error", param=exc.param)
+            return openai_error(400, str(exc), "invalid_request_error", param=exc.param)
     try:
         if kind == "responses":  # translated to a chat call (agentbolt.gateway.responses)
             answer = await create_response(gateway, body, rid, aid, origin)
@@ -154,7 +139,7 @@ async def _proxy(request: Request, kind: CallKind | Literal["responses"], rollou
             return StreamingResponse(chunks, media_type="text/event-stream", headers=_SSE_HEADERS)
         response = await gateway.complete(kind, body, rid, aid, origin)
     except (EngineError, GatewayPausedError, StoreError) as exc:
-        return _error_response(exc)
+        return openai_error_response(exc)
     return Response(orjson.dumps(response), media_type="application/json")
 
 
@@ -223,16 +208,16 @@ async def _stored(request: Request, action: Literal["get", "delete"], response_i
     """``GET`` / ``DELETE …/v1/responses/{response_id}`` (agentbolt.gateway.responses.stored)."""
     gateway = gateway_of(request)
     if request.query_params.get("stream", "").lower() in ("true", "1"):
-        return _openai_error(400, "streamed retrieval of a response is not served: retrieve it without stream",
+        return openai_error(400, "streamed retrieval of a response is not served: retrieve it without stream",
                              "invalid_request_error", "unsupported_parameter")
     try:
         rid, aid = _attempt_of(request, rollout_id, attempt_id)
         call = retrieve_response if action == "get" else delete_response
         answer = await call(gateway, rid, aid, response_id)
     except _MissingAttempt:
-        return _openai_error(400, _MISSING, "invalid_request_error", "missing_rollout")
+        return openai_error(400, _MISSING, "invalid_request_error", "missing_rollout")
     except (EngineError, StoreError) as exc:
-        return _error_response(exc)
+        return openai_error_response(exc)
     return Response(orjson.dumps(answer), media_type="application/json")
 
 
@@ -244,7 +229,7 @@ async def _models(request: Request, rollout_id: str | None, attempt_id: str | No
     except (EngineError, StoreError) as exc:
         if "anthropic-version" in request.headers:
             return _anthropic_error_response(exc)
-        return _error_response(exc)
+        return openai_error_response(exc)
     if "anthropic-version" in request.headers:  # an Anthropic client lists models in its API's shape
         answer = anthropic_models(answer)
     return Response(orjson.dumps(answer), media_type="application/json")
@@ -259,14 +244,14 @@ async def _model(request: Request, model_id: str, rollout_id: str | None, attemp
             _attempt_of(request, rollout_id, attempt_id)
         served = (await gateway_of(request).models()).get("data") or []
     except (EngineError, StoreError) as exc:
-        return _anthropic_error_response(exc) if anthropic else _error_response(exc)
+        return _anthropic_error_response(exc) if anthropic else openai_error_response(exc)
     found = next((m for m in served if isinstance(m, dict) and m.get("id") == model_id), None)
     if found is None:
         names = ", ".join(repr(m.get("id")) for m in served if isinstance(m, dict))
         message = f"model {model_id!r} is not served here; the engine serves {names or 'no model it names'}"
         if anthropic:
             return _anthropic_error(404, message)
-        return _openai_error(404, message, "invalid_request_error", "model_not_found")
+        return openai_error(404, message, "invalid_request_error", "model_not_found")
     return Response(orjson.dumps(anthropic_model(found) if anthropic else found), media_type="application/json")
 
 
@@ -387,184 +372,3 @@ async def models(request: Request) -> Response:
 @gateway_router.get("/v1/models/{model_id:path}", summary="One model served by the gateway's engine")
 async def model(request: Request, model_id: str) -> Response:
     return await _model(request, model_id, None, None)
-
-
-def _require_admin(request: Request, action: str) -> Response | None:
-    try:
-        principal_of(request.scope).require_admin(action)
-    except StoreError as exc:
-        return _error_response(exc)
-    return None
-
-
-async def _admin_status(request: Request, action: str,
-                        change: Callable[[Gateway], Awaitable[Response | None]] | None = None) -> Response:
-    """What the three admin routes share: admin only (``action`` names what was refused),
-    then ``change`` the gateway (it may answer an error instead), then answer its status."""
-    denied = _require_admin(request, action)
-    if denied is not None:
-        return denied
-    gateway = gateway_of(request)
-    if change is not None:
-        failed = await change(gateway)
-        if failed is not None:
-            return failed
-    return Response(orjson.dumps(gateway.status()), media_type="application/json")
-
-
-@gateway_router.post("/v1/gateway/pause", summary="Pause the gateway (new calls get 429); optionally drain")
-async def pause(request: Request, drain: bool = False, timeout: float | None = None) -> Response:
-    """Pause before a weight update; with ``drain=true`` answer once no call is in flight."""
-
-    async def pause_and_drain(gateway: Gateway) -> Response | None:
-        gateway.pause()
-        if drain:
-            try:
-                await gateway.drain(timeout)
-            except TimeoutError:
-                return _openai_error(504, f"calls still in flight after {timeout} s", "timeout", "drain_timeout")
-        return None
-
-    return await _admin_status(request, "pausing the gateway", pause_and_drain)
-
-
-async def _resume(gateway: Gateway) -> None:
-    gateway.resume()
-
-
-@gateway_router.post("/v1/gateway/resume", summary="Resume the gateway")
-async def resume(request: Request) -> Response:
-    return await _admin_status(request, "resuming the gateway", _resume)
-
-
-@gateway_router.get("/v1/gateway/status", summary="Paused?, calls in flight, engine, policy version")
-async def status(request: Request) -> Response:
-    return await _admin_status(request, "reading the gateway status")
-
-
-def _weights_lock(request: Request) -> asyncio.Lock:
-    """One weight update at a time per server (a second one waits for the first)."""
-    lock: asyncio.Lock | None = getattr(request.app.state, "weights_lock", None)
-    if lock is None:
-        lock = request.app.state.weights_lock = asyncio.Lock()
-    return lock
-
-
-def _read_safetensors(data: bytes) -> dict[str, Any]:
-    from safetensors.torch import load
-
-    return load(data)
-
-
-@gateway_router.post(WEIGHTS_ROUTE, summary="Pause, drain, load new weights into the engine, resume")
-async def weights(
-    request: Request,
-    kind: Literal["full", "lora"] = "full",
-    lora_scale: float | None = None,
-    version: int | None = None,
-    drain_timeout: float = 120.0,
-) -> Response:
-    """Body: safetensors bytes (``application/octet-stream``; ``kind``: ``full`` = a full or
-    partial state dict, ``lora`` = a peft adapter state dict with ``lora_scale`` = alpha / r)
-    or JSON ``{"lora_path": ..., "version": ...}``. Answers ``{"policy_version": N}``."""
-    denied = _require_admin(request, "updating the model's weights")
-    if denied is not None:
-        return denied
-    gateway = gateway_of(request)
-    if not gateway.engine.supports_weight_updates:
-        try:
-            await gateway.engine.load_weights(WeightUpdate(), version=version)
-        except EngineError as exc:
-            return _error_response(exc)
-        return _openai_error(501, f"the {gateway.engine.name} engine cannot load weights", "not_implemented")
-    data = await request.body()
-    update = WeightUpdate()
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type == "application/json":
-        try:
-            body = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            return _openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
-        if not isinstance(body, dict) or not isinstance(body.get("lora_path"), str) or not body["lora_path"]:
-            return _openai_error(
-                400,
-                'a JSON body must be {"lora_path": "<adapter directory this server can read>", "version": N}; '
-                "send tensors as safetensors bytes with Content-Type: application/octet-stream",
-                "invalid_request_error",
-            )
-        update = WeightUpdate(lora_path=body["lora_path"])
-        if body.get("version") is not None:
-            if type(body["version"]) is not int:
-                return _openai_error(400, "version must be an integer", "invalid_request_error")
-            version = body["version"]
-    else:
-        if not data:
-            return _openai_error(400, "the request body is empty: send the weights as safetensors bytes",
-                                 "invalid_request_error")
-        try:
-            tensors = await asyncio.to_thread(_read_safetensors, data)
-        except Exception as exc:  # noqa: BLE001 - any parse failure is the client's body
-            return _openai_error(
-                400,
-                f"the body is not a safetensors blob ({exc}): serialise the tensors with safetensors.torch.save",
-                "invalid_request_error",
-            )
-        del data
-        update = WeightUpdate(lora=tensors, lora_scale=lora_scale) if kind == "lora" else WeightUpdate(tensors)
-    async with _weights_lock(request):
-        try:
-            new_version = await LocalGatewayControl(gateway).load_weights(update, version=version,
-                                                                          drain_timeout=drain_timeout)
-        except TimeoutError as exc:
-            return _openai_error(504, str(exc), "timeout", "drain_timeout")
-        except (ValueError, TypeError) as exc:
-            return _openai_error(400, str(exc), "invalid_request_error")
-        except EngineError as exc:
-            return _error_response(exc)
-    return Response(orjson.dumps({"policy_version": new_version}), media_type="application/json")
-
-
-@gateway_router.post("/v1/gateway/chat/completions", summary="Chat completion straight to the engine, in no rollout")
-async def admin_chat(request: Request) -> Response:
-    """For algorithms that use the served model as a helper (APO's ``critic="gateway"``):
-    the call is forwarded to the engine as is, part of no rollout, and not recorded."""
-    return await _admin_call(request, "chat")
-
-
-@gateway_router.post("/v1/gateway/completions", summary="Completion straight to the engine, in no rollout")
-async def admin_completions(request: Request) -> Response:
-    """For trainers that probe what the engine serves (token ids in, logprobs out): part of
-    no rollout, not recorded."""
-    return await _admin_call(request, "completions")
-
-
-async def _admin_call(request: Request, kind: Literal["chat", "completions"]) -> Response:
-    denied = _require_admin(request, "calling the engine outside a rollout")
-    if denied is not None:
-        return denied
-    try:
-        body = orjson.loads(await request.body())
-    except orjson.JSONDecodeError as exc:
-        return _openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
-    if not isinstance(body, dict):
-        return _openai_error(400, "the request body must be a JSON object", "invalid_request_error")
-    if body.get("stream"):
-        return _openai_error(400, "this route does not stream: send stream=false", "invalid_request_error")
-    engine = gateway_of(request).engine
-    try:
-        response = await (engine.chat_completions(body) if kind == "chat" else engine.completions(body))
-    except EngineError as exc:
-        return _error_response(exc)
-    return Response(orjson.dumps(response), media_type="application/json")
-
-
-@gateway_router.post(REBASE_ROUTE, summary="Make the served weights the base of the next LoRA adapter")
-async def rebase(request: Request) -> Response:
-    async def change(gateway: Gateway) -> Response | None:
-        try:
-            gateway.engine.rebase_adapters()
-        except EngineError as exc:
-            return _error_response(exc)
-        return None
-
-    return await _admin_status(request, "rebasing the engine's adapters", change)
