@@ -254,9 +254,13 @@ class RaggedLlama:
 
     def _prefill_layout(
         self, step: Step, d: int, dev: torch.device
-    ) -> tuple[torch.Tensor, torch.Tensor, int, int, int]:
-        """Where each prefill token sits in a padded ``[rows, longest, ...]`` layout, and the causal mask."""
+    ) -> tuple[torch.Tensor, torch.Tensor | None, int, int, int]:
+        """Where each prefill token sits in a padded ``[rows, longest, ...]`` layout, and the
+        causal mask ``[rows, 1, longest, width]`` — None for one row that starts at position
+        0, where SDPA's own causal kernel (which skips the masked half) applies."""
         longest = max(len(t) for t in step.prefill_tokens)
+        if len(step.prefill_tokens) == 1 and step.prefill_starts[0] == 0:
+            return torch.arange(longest, device=dev), None, longest, longest, d
         dest: list[int] = []
         qpos = torch.full((len(step.prefill_tokens), longest), -1, dtype=torch.long)
         for j, (ids, start) in enumerate(zip(step.prefill_tokens, step.prefill_starts, strict=True)):
@@ -266,12 +270,11 @@ class RaggedLlama:
         keys = torch.arange(width)
         mask = keys[None, None, :] <= qpos[:, :, None]  # [rows, longest, width]; padding rows see nothing
         mask[:, :, 0] |= qpos < 0  # ...except key 0, so their (discarded) softmax stays finite
-        mask = mask.repeat_interleave(self.group, dim=1)[:, None].to(dev)  # [rows, 1, longest*group, width]
-        return torch.tensor(dest, device=dev), mask, longest, width, d
+        return torch.tensor(dest, device=dev), mask[:, None].to(dev), longest, width, d
 
     def _attention(self, i: int, attn: Any, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    flat_t: torch.Tensor, d: int, decode_mask: torch.Tensor | None,
-                   prefill: tuple[torch.Tensor, torch.Tensor, int, int, int] | None) -> torch.Tensor:
+                   prefill: tuple[torch.Tensor, torch.Tensor | None, int, int, int] | None) -> torch.Tensor:
         n, hd = h.shape[0], self.head_dim
         lin, nq, nk = self.linear, self.heads, self.kv_heads
         qkv = lin(attn.q_proj, attn.k_proj, attn.v_proj, x=h).view(n, nq + 2 * nk, hd)
@@ -295,15 +298,21 @@ class RaggedLlama:
             o = torch.matmul(torch.softmax(scores, dim=-1), vbuf[:d, :, :width])
             out[:d] = o.reshape(d, self.heads, hd)
         if prefill is not None:
+            # [rows, heads, longest, hd] queries on the rows' [kv heads, width] K/V: SDPA maps
+            # query head h to KV head h // group itself (enable_gqa), no K/V copy per head
             dest, mask, longest, width, first = prefill
-            rows = mask.shape[0]
-            qp = q.new_zeros(rows * longest, self.heads, hd)
-            qp[dest] = q[d:]
-            qp = qp.view(rows, longest, kvh, g, hd).permute(0, 2, 1, 3, 4).reshape(rows, kvh, longest * g, hd)
-            o = F.scaled_dot_product_attention(qp, kbuf[first:first + rows, :, :width],
-                                               vbuf[first:first + rows, :, :width], attn_mask=mask, scale=attn.scaling)
-            o = o.view(rows, kvh, longest, g, hd).permute(0, 2, 1, 3, 4).reshape(rows * longest, self.heads, hd)
-            out[d:] = o[dest]
+            rows = len(dest) // longest if mask is None else mask.shape[0]
+            if mask is None:  # one row from position 0: no padding, plain causal attention
+                qp = q[d:].unsqueeze(0)
+            else:
+                qp = q.new_zeros(rows * longest, self.heads, hd)
+                qp[dest] = q[d:]
+                qp = qp.view(rows, longest, self.heads, hd)
+            o = F.scaled_dot_product_attention(qp.transpose(1, 2), kbuf[first:first + rows, :, :width],
+                                               vbuf[first:first + rows, :, :width], attn_mask=mask,
+                                               is_causal=mask is None, scale=attn.scaling, enable_gqa=True)
+            o = o.transpose(1, 2).reshape(rows * longest, self.heads, hd)
+            out[d:] = o if mask is None else o[dest]
         return lin(attn.o_proj, x=out.view(n, self.heads * hd))
 
 

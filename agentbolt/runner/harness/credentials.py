@@ -14,13 +14,15 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from agentbolt.runner.harness.errors import HarnessConfigError
 from agentbolt.scoped import NO_TOKEN, mint_scoped_token, rollout_base_url
 from agentbolt.tracing.context import AttemptContext
 
-__all__ = ["NO_TOKEN", "Credentials", "attempt_credentials", "ensure_gateway", "rollout_base_url"]
+__all__ = ["NO_TOKEN", "Credentials", "attempt_credentials", "ensure_gateway", "program_env", "rollout_base_url"]
 
 log = logging.getLogger("agentbolt.runner.harness")
 _warned = False
@@ -86,3 +88,24 @@ async def ensure_gateway(creds: Credentials, base_url: str, checked: set[str]) -
             "docs/gateway.md) and point the runners at it"
         )
     checked.add(creds.server_url)
+
+
+def program_env(ctx: AttemptContext, task_json: str, token: str, server_url: str, reward_file: str,
+                base: dict[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
+    """The program's environment, on top of ``base`` (changed in place): its gateway
+    (``OPENAI_BASE_URL``/``OPENAI_API_KEY`` with ``token``), reward route and file as it
+    reaches them (``server_url``, ``reward_file``), and ``task_json``, what it may see of
+    the task; ``overrides`` (the harness's ``env``) win."""
+    rollout, attempt = quote(ctx.rollout_id, safe=""), quote(ctx.attempt_id, safe="")
+    base.update(
+        OPENAI_BASE_URL=rollout_base_url(server_url, ctx.rollout_id, ctx.attempt_id),
+        OPENAI_API_KEY=token,
+        AGENTBOLT_SERVER_URL=server_url,
+        AGENTBOLT_ROLLOUT_ID=ctx.rollout_id,
+        AGENTBOLT_ATTEMPT_ID=ctx.attempt_id,
+        AGENTBOLT_TASK=task_json,
+        AGENTBOLT_REWARD_URL=f"{server_url}/v1/rollouts/{rollout}/attempts/{attempt}/reward",
+        AGENTBOLT_REWARD_FILE=reward_file,
+    )
+    base.update(overrides)  # explicit settings win (e.g. another OPENAI_BASE_URL: then calls are not recorded)
+    return base

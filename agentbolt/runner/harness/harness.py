@@ -41,6 +41,7 @@ copied-back workspace or inside, after the program, with the tests copied in onl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shlex
@@ -50,7 +51,6 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
 
 from agentbolt.runner.agent import LitAgent
 from agentbolt.runner.harness.calls import refused_calls
@@ -58,18 +58,19 @@ from agentbolt.runner.harness.credentials import (
     Credentials,
     attempt_credentials,
     ensure_gateway,
+    program_env,
     rollout_base_url,
 )
 from agentbolt.runner.harness.errors import (
-    EvaluatorError,
     GatewayRefusedError,
     HarnessConfigError,
     HarnessKilledError,
     HarnessStartError,
     HarnessTimeoutError,
-    ProgramFailedError,
 )
+from agentbolt.runner.harness.evaluation import host_evaluator, inside_evaluator, program_reward, verdict
 from agentbolt.runner.harness.isolated import IsolatedExecutor
+from agentbolt.runner.harness.launch import launch_profile
 from agentbolt.runner.harness.local import (
     Executor,
     LocalExecutor,
@@ -77,29 +78,21 @@ from agentbolt.runner.harness.local import (
     ProcessSpec,
     ProgramStartError,
 )
-from agentbolt.runner.harness.outcome import emit_reward_of, has_reward, record_run, stderr_hint, written_reward
-from agentbolt.runner.harness.profiles import HarnessProfile, ProfileRun, RunContext, get_profile
+from agentbolt.runner.harness.outcome import emit_reward_of, record_run, stderr_hint, written_reward
+from agentbolt.runner.harness.profiles import HarnessProfile, ProfileRun, get_profile
 from agentbolt.runner.harness.profiles.install import installed_executable
-from agentbolt.runner.harness.reward import (
-    Reward,
-    RewardFormatError,
-    last_line,
-    parse_reward,
-    read_reward_file,
-)
+from agentbolt.runner.harness.reward import Reward, read_reward_file
 from agentbolt.runner.harness.routes import GatewayRoutes
 from agentbolt.runner.harness.sandbox import Sandbox, SandboxSession
 from agentbolt.runner.harness.sandbox.events import SandboxEvent
-from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns, write_files
+from agentbolt.runner.harness.sandbox.workspace import copy_workspace, task_workspace
 from agentbolt.runner.harness.templates import (
     Command,
     placeholders,
     render_command,
-    render_text,
     split_command,
     template_fields,
 )
-from agentbolt.runner.harness.untrusted import write_new
 from agentbolt.tracing.context import AttemptContext, require_context
 
 __all__ = ["Harness", "render_command", "template_fields"]
@@ -283,6 +276,8 @@ class Harness(LitAgent):
         """Run the program for this rollout; rewards are emitted here, so returns None."""
         ctx = require_context()
         creds = await attempt_credentials(ctx, self.server_url)
+        await ensure_gateway(creds, rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id),
+                             self._gateways_seen)
         async with self._slot():
             tmp = Path(tempfile.mkdtemp(prefix="agentbolt-harness-"))
             try:
@@ -309,28 +304,18 @@ class Harness(LitAgent):
         if box is None:
             (tmp / "out").mkdir()
         reward_file = box.reward_file if box else tmp / "out" / "reward"
-        await ensure_gateway(
-            creds, rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id), self._gateways_seen
-        )
         server_url = box.program_server_url if box else creds.server_url  # as the program reaches it
         # a sandboxed program starts from nothing of this process's: no admin token, no cloud keys
         inherit = self.inherit_env if self.inherit_env is not None else box is None
-        env = self._program_env(
-            ctx, seen, creds, server_url, box.program_reward_file if box else str(reward_file),
-            dict(os.environ) if inherit else {},
-        )
+        env = program_env(ctx, seen["task"], creds.token, server_url,
+                          box.program_reward_file if box else str(reward_file), dict(os.environ) if inherit else {},
+                          self.env)
         argv, stdin = render_command(self.command, seen, hidden=hidden), None
         if self.profile is not None:  # the profile's config and flags; the program's view of the task
-            argv, stdin = self._launch_profile(self.profile, seen, env, creds, tmp, box)
+            argv, stdin = launch_profile(self.profile, seen, env, creds.token, tmp, box, self.cwd)
         env.update(self.env)  # explicit settings win (e.g. another OPENAI_BASE_URL: then calls are not recorded)
-        spec = ProcessSpec(
-            argv=argv,
-            env=env,
-            cwd=self.cwd,
-            timeout=self.timeout,
-            stdin=stdin,
-            stderr_tail_bytes=self.stderr_tail_bytes,
-        )
+        spec = ProcessSpec(argv=argv, env=env, cwd=self.cwd, timeout=self.timeout, stdin=stdin,
+                           stderr_tail_bytes=self.stderr_tail_bytes)
         events: list[SandboxEvent] = []
         if box is None:
             result = await self._execute(spec, "program")
@@ -342,34 +327,6 @@ class Harness(LitAgent):
                 raise HarnessStartError(f"the program could not start: {exc}") from exc
         await record_run(ctx, result, events, box, task_hidden=hidden)
         await self._conclude(ctx, fields, spec, result, tmp, box, lambda: read_reward_file(reward_file))
-
-    def _program_env(
-        self,
-        ctx: AttemptContext,
-        fields: dict[str, str],
-        creds: Credentials,
-        server_url: str,
-        reward_file: str,
-        base: dict[str, str],
-    ) -> dict[str, str]:
-        """The program's environment, on top of ``base``: ``server_url`` and ``reward_file``
-        as it reaches them, ``fields`` what it may see of the task."""
-        env = base
-        env.update(
-            OPENAI_BASE_URL=rollout_base_url(server_url, ctx.rollout_id, ctx.attempt_id),
-            OPENAI_API_KEY=creds.token,
-            AGENTBOLT_SERVER_URL=server_url,
-            AGENTBOLT_ROLLOUT_ID=ctx.rollout_id,
-            AGENTBOLT_ATTEMPT_ID=ctx.attempt_id,
-            AGENTBOLT_TASK=fields["task"],
-            AGENTBOLT_REWARD_URL=(
-                f"{server_url}/v1/rollouts/{quote(ctx.rollout_id, safe='')}"
-                f"/attempts/{quote(ctx.attempt_id, safe='')}/reward"
-            ),
-            AGENTBOLT_REWARD_FILE=reward_file,
-        )
-        env.update(self.env)  # explicit settings win (e.g. another OPENAI_BASE_URL: then calls are not recorded)
-        return env
 
     def _tests(self, fields: Mapping[str, str]) -> Path | None:
         named = fields.get("tests")
@@ -384,24 +341,12 @@ class Harness(LitAgent):
         shown, task_hidden = self.task_view(task)
         seen = placeholders(shown, ctx)  # the program's
         await executor.prepare(task)
-        await ensure_gateway(
-            creds, rollout_base_url(creds.server_url, ctx.rollout_id, ctx.attempt_id), self._gateways_seen
-        )
         config = self.sandbox or Sandbox()
-        named = task.get(config.task_workspace_field) if isinstance(task, Mapping) else None
-        source = Path(named).absolute() if named else config.workspace
-        if source is not None and not source.is_dir():
-            raise HarnessConfigError(
-                f"the workspace {source} is not a directory: give Sandbox(workspace=...) an existing directory, or a "
-                f"task field {config.task_workspace_field!r} that names one"
-            )
-        extra = task.get(config.task_hidden_field) if isinstance(task, Mapping) else None
-        hidden = hidden_patterns(source, [*config.hidden, *([extra] if isinstance(extra, str) else extra or [])])
+        source, hidden = task_workspace(config, task)
         workspace = tmp / "workspace"
         left_out = await asyncio.to_thread(copy_workspace, source, workspace, hidden)
-        env = self._program_env(
-            ctx, seen, creds, executor.program_server_url(creds.server_url), executor.program_reward_file, {}
-        )
+        env = program_env(ctx, seen["task"], creds.token, executor.program_server_url(creds.server_url),
+                          executor.program_reward_file, {}, self.env)
         env["AGENTBOLT_WORKSPACE"] = executor.program_workspace
         inside = str(task.get("evaluate_in", self.evaluate_in)) if isinstance(task, Mapping) else self.evaluate_in
         evaluator: ProcessSpec | None = None
@@ -412,14 +357,9 @@ class Harness(LitAgent):
                     f"{type(executor).__name__} cannot run the evaluator inside the program's environment: "
                     "use Harness(evaluate_in='host')"
                 )
-            evaluator = ProcessSpec(
-                argv=render_command(self.evaluator, fields),
-                env={**self.env, "AGENTBOLT_ROLLOUT_ID": ctx.rollout_id, "AGENTBOLT_ATTEMPT_ID": ctx.attempt_id,
-                     "AGENTBOLT_TASK": fields["task"], "AGENTBOLT_WORKSPACE": executor.program_workspace,
-                     **({"AGENTBOLT_TESTS": executor.program_tests} if tests else {})},
-                timeout=self.evaluator_timeout,
-                stderr_tail_bytes=self.stderr_tail_bytes,
-            )
+            evaluator = inside_evaluator(render_command(self.evaluator, fields), ctx=ctx, fields=fields,
+                                         executor=executor, env=self.env, tests=tests, timeout=self.evaluator_timeout,
+                                         stderr_tail_bytes=self.stderr_tail_bytes)
         spec = ProcessSpec(
             argv=render_command(self.command, seen, hidden=task_hidden),
             env=env,
@@ -465,100 +405,22 @@ class Harness(LitAgent):
                 f"{spec.argv[0]} was killed by signal {-(result.exit_code or 0)}" + stderr_hint(result)
             )
         if result.evaluator is not None:  # the executor ran it inside, after the program
-            emit_reward_of(self._verdict(spec.evaluator or spec, result.evaluator))
-            return
-        if self.evaluator is not None:
+            emit_reward_of(verdict(spec.evaluator or spec, result.evaluator, self.evaluator_timeout))
+        elif self.evaluator is not None:
             emit_reward_of(await self._evaluate(ctx, fields, result, tmp, box))
-            return
-        try:
-            written = written_reward()
-        except RewardFormatError as exc:
-            raise ProgramFailedError(str(exc)) from None
-        if written is not None:
-            emit_reward_of(written)
-            return
-        posted = await has_reward(ctx)
-        if result.exit_code != 0 and not posted:
-            raise ProgramFailedError(
-                f"{spec.argv[0]} exited with code {result.exit_code} without a reward" + stderr_hint(result)
-            )
-        if not posted and self.require_reward:
-            raise ProgramFailedError(
-                f"{spec.argv[0]} exited without reporting a reward: give the harness an evaluator, or have the "
-                "program write $AGENTBOLT_REWARD_FILE or POST {\"value\": x} to $AGENTBOLT_REWARD_URL "
-                "(or pass require_reward=False)"
-            )
-        return
-
-    def _launch_profile(
-        self, run: ProfileRun, fields: dict[str, str], env: dict[str, str], creds: Credentials, tmp: Path,
-        box: SandboxSession | None,
-    ) -> tuple[list[str], bytes | None]:
-        """The profile's command line and stdin for this rollout; its environment goes
-        into ``env`` and its config files into a fresh ``HOME``."""
-        home = box.program_home if box else str(tmp / "home")
-        context = RunContext(
-            openai_base_url=env["OPENAI_BASE_URL"], api_key=creds.token, home=home,
-            workdir=box.program_workspace if box else (self.cwd or os.getcwd()),
-            task_text=render_text(run.task, fields), model=run.model, executable=run.executable,
-        )
-        launch = run.profile.launch(context)
-        if box is not None:
-            box.prepare_home(launch.files)
         else:
-            write_files(tmp / "home", launch.files)
-        env.update(launch.env)
-        env["HOME"] = home
-        return list(launch.argv), launch.stdin
+            await program_reward(ctx, spec.argv, result, written_reward, self.require_reward)
 
     async def _evaluate(
         self, ctx: AttemptContext, fields: dict[str, str], program: ProcessResult, tmp: Path, box: SandboxSession | None
     ) -> Reward:
         assert self.evaluator is not None
-        # a directory the program never knew: nothing can be planted at the file's name
-        output = Path(tempfile.mkdtemp(prefix="eval-", dir=tmp)) / "output"
-        write_new(output, program.stdout)
         env = dict(os.environ) if self.inherit_env is not False else {}
         env.update(self.env)  # never the agent's gateway URL or token: the grader is not the agent
-        env.update(
-            AGENTBOLT_ROLLOUT_ID=ctx.rollout_id,
-            AGENTBOLT_ATTEMPT_ID=ctx.attempt_id,
-            AGENTBOLT_TASK=fields["task"],
-            AGENTBOLT_EXIT_CODE=str(program.exit_code),
-            AGENTBOLT_OUTPUT_FILE=str(output),
-        )
-        if box is not None:  # the workspace the program left, read outside the sandbox
-            env["AGENTBOLT_WORKSPACE"] = str(box.workspace)
-        elif program.workspace is not None:  # copied back by an isolated executor
-            env["AGENTBOLT_WORKSPACE"] = str(program.workspace)
-        tests = self._tests(fields)
-        if tests is not None:
-            env["AGENTBOLT_TESTS"] = str(tests)
-        spec = ProcessSpec(
-            argv=render_command(self.evaluator, fields),
-            env=env,
-            cwd=self.cwd,
-            timeout=self.evaluator_timeout,
-            stdin=program.stdout,
-            stderr_tail_bytes=self.stderr_tail_bytes,
-        )
-        return self._verdict(spec, await self._execute(spec, "evaluator", here=True))
-
-    def _verdict(self, spec: ProcessSpec, result: ProcessResult) -> Reward:
-        """The reward the evaluator printed, or :class:`EvaluatorError`."""
-        if result.timed_out:
-            raise EvaluatorError(
-                f"the evaluator {spec.argv[0]} ran longer than {self.evaluator_timeout} s" + stderr_hint(result)
-            )
-        if result.exit_code != 0:
-            raise EvaluatorError(
-                f"the evaluator {spec.argv[0]} exited with code {result.exit_code}" + stderr_hint(result)
-            )
-        text = last_line(result.stdout.decode("utf-8", "replace"))
-        try:
-            return parse_reward(text, source=f"the last line the evaluator {spec.argv[0]} printed")
-        except RewardFormatError as exc:
-            raise EvaluatorError(str(exc)) from None
+        spec = host_evaluator(render_command(self.evaluator, fields), ctx=ctx, fields=fields, program=program,
+                              tmp=tmp, box=box, env=env, tests=self._tests(fields), cwd=self.cwd,
+                              timeout=self.evaluator_timeout, stderr_tail_bytes=self.stderr_tail_bytes)
+        return verdict(spec, await self._execute(spec, "evaluator", here=True), self.evaluator_timeout)
 
     async def _execute(self, spec: ProcessSpec, what: str, *, here: bool = False) -> ProcessResult:
         """Run ``spec`` on the harness's executor; ``here``: on this machine when that
@@ -569,22 +431,14 @@ class Harness(LitAgent):
         except ProgramStartError as exc:
             raise HarnessStartError(f"the {what} could not start: {exc}") from exc
 
-    def _slot(self) -> asyncio.Semaphore | _NoLimit:
+    def _slot(self) -> asyncio.Semaphore | contextlib.nullcontext[None]:
         if self.concurrency is None:
-            return _NoLimit()
+            return contextlib.nullcontext()
         loop = asyncio.get_running_loop()
         slot = self._slots.get(loop)
         if slot is None:
             slot = self._slots[loop] = asyncio.Semaphore(self.concurrency)
         return slot
-
-
-class _NoLimit:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
 
 
 def _remove(tmp: Path) -> None:

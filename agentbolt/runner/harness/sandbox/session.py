@@ -24,7 +24,6 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 
-from agentbolt.runner.harness.errors import HarnessConfigError
 from agentbolt.runner.harness.local import (
     Executor,
     ProcessResult,
@@ -51,7 +50,7 @@ from agentbolt.runner.harness.sandbox.events import (
 from agentbolt.runner.harness.sandbox.proxy import GatewayProxy
 from agentbolt.runner.harness.sandbox.seccomp import filter_fd
 from agentbolt.runner.harness.sandbox.seccomp import supported as seccomp_supported
-from agentbolt.runner.harness.sandbox.workspace import copy_workspace, hidden_patterns, write_files
+from agentbolt.runner.harness.sandbox.workspace import copy_workspace, task_workspace, write_files
 from agentbolt.runner.harness.untrusted import Defused, defuse_tree
 
 __all__ = ["SandboxSession"]
@@ -76,13 +75,7 @@ class SandboxSession:
         self.server_url = server_url.rstrip("/")
         self.rollout_id = rollout_id
         self.attempt_id = attempt_id
-        fields = task if isinstance(task, Mapping) else {}
-        source = fields.get(config.task_workspace_field) or config.workspace
-        self.source = Path(source).absolute() if source else None
-        extra_hidden = fields.get(config.task_hidden_field) or []
-        if isinstance(extra_hidden, str):
-            extra_hidden = [extra_hidden]
-        self.hidden = hidden_patterns(self.source, [*config.hidden, *map(str, extra_hidden)])
+        self.source, self.hidden = task_workspace(config, task)
         self.workspace = tmp / "workspace"
         self.run_dir = tmp / "run"
         self.denied: list[SandboxEvent] = []
@@ -99,11 +92,6 @@ class SandboxSession:
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Self:
-        if self.source is not None and not self.source.is_dir():
-            raise HarnessConfigError(
-                f"the sandbox workspace {self.source} is not a directory: give Sandbox(workspace=...) an existing "
-                f"directory, or a task field {self.config.task_workspace_field!r} that names one"
-            )
         self.bwrap = await asyncio.to_thread(check_bwrap, self.config.bwrap)
         self.left_out = await asyncio.to_thread(copy_workspace, self.source, self.workspace, self.hidden)
         (self.run_dir / "out").mkdir(parents=True)

@@ -7,13 +7,31 @@ import os
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from agentbolt.runner.harness.errors import HarnessConfigError
-from agentbolt.runner.harness.sandbox.config import HIDDEN_MARKER
+from agentbolt.runner.harness.sandbox.config import HIDDEN_MARKER, Sandbox
 
-__all__ = ["ALWAYS_HIDDEN", "copy_workspace", "hidden_patterns", "write_files"]
+__all__ = ["ALWAYS_HIDDEN", "copy_workspace", "hidden_patterns", "task_workspace", "write_files"]
 
 ALWAYS_HIDDEN = (".git", HIDDEN_MARKER)
+
+
+def task_workspace(config: Sandbox, task: Any) -> tuple[Path | None, list[str]]:
+    """The directory a rollout's workspace is copied from (the task's own, named by the
+    field ``config.task_workspace_field``, else ``config.workspace``; None: an empty
+    one) and the patterns left out of the copy (:func:`hidden_patterns`, with the task's
+    ``config.task_hidden_field``). :class:`HarnessConfigError` when it is not a directory."""
+    fields = task if isinstance(task, Mapping) else {}
+    named = fields.get(config.task_workspace_field)
+    source = Path(named).absolute() if named else config.workspace
+    if source is not None and not source.is_dir():
+        raise HarnessConfigError(
+            f"the workspace {source} is not a directory: give Sandbox(workspace=...) an existing directory, or a "
+            f"task field {config.task_workspace_field!r} that names one"
+        )
+    extra = fields.get(config.task_hidden_field) or []
+    return source, hidden_patterns(source, [*config.hidden, *map(str, [extra] if isinstance(extra, str) else extra)])
 
 
 def hidden_patterns(source: Path | None, extra: Iterable[str]) -> list[str]:
