@@ -109,8 +109,8 @@ class TransformersEngine(Engine):
                  scheduler: Literal["auto", "per-batch"] = "auto", prefix_cache_tokens: int = 8192) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
-        self.device = torch.device(device)
-        self.model = model.to(device=self.device, dtype=dtype) if dtype is not None else model.to(self.device)
+        self._device = torch.device(device)
+        self.model = model.to(device=self._device, dtype=dtype) if dtype is not None else model.to(self._device)
         self.model.eval()
         self.tokenizer = tokenizer
         self.chat = TokenChat(self, tokenizer, tool_parser)  # raises for a tokenizer without a chat template
@@ -227,10 +227,19 @@ class TransformersEngine(Engine):
         served changes, so the policy version stays."""
         self._lora.rebase()
 
+    def local_model(self) -> torch.nn.Module:
+        """The model served, in this process (see :meth:`Engine.local_model`)."""
+        return self.model
+
     @property
     def dtype(self) -> torch.dtype:
         """The dtype of the served weights (a trainer on another dtype recomputes π_old)."""
         return next(self.model.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        """The device the served weights are on."""
+        return self._device
 
     # ---- prompts ---------------------------------------------------------------------------
     def chat_prompt_ids(self, body: dict[str, Any]) -> list[int]:
