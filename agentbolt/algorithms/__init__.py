@@ -1,5 +1,5 @@
 """Algorithms: they enqueue rollouts, read what runners recorded, and (learning ones)
-publish new resources. ``agentbolt.algorithm`` is another name for this package.
+publish new resources.
 
 ``APO``, ``SFT`` and ``GRPO`` (and their configs and results) are imported on first use:
 a runner process that only runs an agent never pays for them.
