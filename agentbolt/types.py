@@ -364,7 +364,7 @@ class MetricRecord(_Model):
 def _metric_value(key: str, value: Any) -> Any:
     """Normalise one metric value; anything not a number is left for pydantic to reject."""
     if value is not None and not isinstance(value, (bool, int, float)):
-        item = getattr(value, "item", None)  # numpy / torch scalars
+        item = getattr(value, "item", None)  # third-party: numpy / torch scalars
         if callable(item):
             value = item()
     if isinstance(value, bool):

@@ -61,7 +61,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'agentbolt.algorithms' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = vars(importlib.import_module(module))[name]  # a name of _LAZY, from the module it names
     globals()[name] = value
     return value
 

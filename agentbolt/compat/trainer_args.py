@@ -150,6 +150,7 @@ def _runner_and_hooks(runner: Any, hooks: Any) -> tuple[Any, Any]:
 
     if runner is None or isinstance(runner, Runner):
         return runner, hooks
+    # third-party: a v0.3 runner (Agent Lightning's or compat's) keeps its hooks in _hooks
     extra = list(getattr(runner, "_hooks", ()) or ())
     if not extra:
         return None, hooks
@@ -186,6 +187,7 @@ def _algorithm(algorithm: Any, resources: dict[str, Any] | None, adapter: Any, l
     if isinstance(algorithm, Algorithm):
         _name_the_prompt(algorithm, resources)
         return algorithm
+    # third-party: a v0.3 object (Agent Lightning's or ours)
     if callable(getattr(algorithm, "run", None)) and callable(getattr(algorithm, "set_store", None)):
         from agentbolt.compat.algorithm.base import V03Algorithm
 
@@ -201,8 +203,8 @@ def _name_the_prompt(algorithm: Any, resources: dict[str, Any] | None) -> None:
     template among the initial resources when the default name is not there."""
     from agentbolt.types import PromptTemplate
 
-    config = getattr(algorithm, "config", None)
-    name = getattr(config, "prompt_name", None)
+    config = getattr(algorithm, "config", None)  # third-party: a v0.3 object (Agent Lightning's or ours)
+    name = getattr(config, "prompt_name", None)  # third-party: a v0.3 object (Agent Lightning's or ours)
     if config is None or name is None or not resources or name in resources:
         return
     prompts = [k for k, v in resources.items() if isinstance(v, PromptTemplate)]

@@ -171,6 +171,7 @@ def _sample_view(sample: Any) -> Text:
     elif hasattr(sample, "model_dump"):
         data = sample.model_dump()
     else:
+        # third-party: any adapter's sample: a dataclass or any object
         data = sample if isinstance(sample, dict) else getattr(sample, "__dict__", sample)
     if not isinstance(data, dict):
         return Text(_preview(data, 200))

@@ -297,7 +297,7 @@ class Publisher:
         then takes as the base of later adapters)."""
         import torch
 
-        dtype = getattr(torch, str(self.info.dtype).removeprefix("torch."))
+        dtype = getattr(torch, str(self.info.dtype).removeprefix("torch."))  # third-party: torch's dtype by its name
         return WeightUpdate({name: w.detach().to("cpu", dtype, copy=True) for name, w in self.policy.base_weights()})
 
     def _refusal(self, what: str) -> str:

@@ -105,4 +105,5 @@ class SpanRecordingContext(Protocol):
     def get_recorded_span(self) -> SpanCoreFields: ...
 
 
+# third-party: v0.3's names, resolved on first use
 __getattr__ = module_getattr(__name__)  # Span, SpanNames, ... (agentbolt.compat.types)
