@@ -127,11 +127,6 @@ class PolicyEngines(Engine):
         return engine.local_model() if engine is not None else None
 
     @property
-    def model(self) -> torch.nn.Module | None:
-        """:meth:`local_model`, as the default policy's engine names it."""
-        return self.local_model()
-
-    @property
     def device(self) -> torch.device | None:
         engine = self._default_engine()
         return engine.device if engine is not None else None
