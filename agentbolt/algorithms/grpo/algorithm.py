@@ -118,7 +118,6 @@ class GRPO(Algorithm):
     the model the in-process transformers engine serves. The engine serving rollouts
     must start from the same weights; GRPO publishes every update to it.
     """
-
     data_parallel = True  # under torchrun, ranks > 0 run follow()
 
     def __init__(self, config: GRPOConfig | None = None, *, model: Any = None, tokenizer: Any = None,

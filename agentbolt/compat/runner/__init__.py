@@ -206,5 +206,4 @@ def _required(value: T_value | None, what: str) -> T_value:
     return value
 
 
-# third-party: v0.3's names, resolved on first use
-__getattr__ = module_getattr(__name__)  # v0.3 names of this module defined elsewhere, or not provided (why)
+__getattr__ = module_getattr(__name__)  # third-party: v0.3 names defined elsewhere, or not provided (why)

@@ -275,5 +275,4 @@ class SpanAttributeNames(str, Enum):
 
 
 
-# third-party: v0.3's names, resolved on first use
-__getattr__ = module_getattr(__name__)  # v0.3's names agentbolt does not provide say why
+__getattr__ = module_getattr(__name__)  # third-party: v0.3's names agentbolt does not provide say why

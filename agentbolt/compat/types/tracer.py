@@ -105,5 +105,4 @@ class SpanRecordingContext(Protocol):
     def get_recorded_span(self) -> SpanCoreFields: ...
 
 
-# third-party: v0.3's names, resolved on first use
-__getattr__ = module_getattr(__name__)  # Span, SpanNames, ... (agentbolt.compat.types)
+__getattr__ = module_getattr(__name__)  # third-party: v0.3's Span, SpanNames, ... (agentbolt.compat.types)
