@@ -1,9 +1,6 @@
 """agentbolt: train existing AI agents with RL, prompt optimisation and fine-tuning."""
 
-from agentbolt import (
-    algorithm,
-    algorithms,
-)
+from agentbolt import algorithms
 from agentbolt.runner import (
     AttemptStopped,
     Hooks,
@@ -79,7 +76,6 @@ __all__ = [
     "Worker",
     "__version__",
     "agent",
-    "algorithm",
     "algorithms",
     "current_context",
     "emit_annotation",

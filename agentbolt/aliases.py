@@ -1,12 +1,9 @@
 """Every other spelling agentbolt accepts, and what it stands for — in one place.
 
-Guides and older programs use other names for a few of agentbolt's modules, arguments and
-values; each keeps working and means exactly one agentbolt name. The code that accepts
-them reads these tables, so a spelling is added (or retired) here, and a reader finds them
-all here:
+Guides and older programs use other names for a few of agentbolt's arguments and values;
+each keeps working and means exactly one agentbolt name. The code that accepts them reads
+these tables, so a spelling is added (or retired) here, and a reader finds them all here:
 
-* ``import agentbolt.algorithm`` → ``agentbolt.algorithms`` and ``import agentbolt.controller`` →
-  ``agentbolt.runner.harness`` (the same module objects);
 * ``strategy="in-process"`` / ``"in_process"`` → ``"inprocess"``, and ``"multi-process"`` /
   ``"multi_process"`` → ``"multiprocess"`` (``Trainer``, :func:`agentbolt.execution.strategy_from`);
 * ``Runner(run_fn=...)`` → ``Runner(agent=...)``;
@@ -32,19 +29,12 @@ __all__ = [
     "KEYWORDS",
     "LITAGENT_TRAINING_METHODS",
     "LITAGENT_VALIDATION_METHODS",
-    "MODULES",
     "STRATEGIES",
     "V03_STRATEGIES",
     "V03_STRATEGY_CLASSES",
     "V03_TRAINER_ARGUMENTS",
     "other_keywords",
 ]
-
-MODULES: dict[str, str] = {
-    "agentbolt.algorithm": "agentbolt.algorithms",  # both spellings appear in guides
-    "agentbolt.controller": "agentbolt.runner.harness",  # the harness's home until issue 18
-}
-"""A module → the module it is another name for (``import`` gives the same module object)."""
 
 STRATEGIES: dict[str, str] = {
     "in-process": "inprocess",

@@ -9,7 +9,11 @@ agentbolt reads (OpenInference's ``llm.*``, ``input.value``...; Agent Lightning 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentbolt.types import Span
 
 # --- span names ------------------------------------------------------------------------
 ROLLOUT_SPAN = "agentbolt.rollout"
@@ -164,13 +168,13 @@ ATTEMPT_OUTPUT = "output"
 tables of rollouts show it without reading spans."""
 
 
-def output_of(spans: Any) -> tuple[bool, Any]:
+def output_of(spans: Iterable[Span]) -> tuple[bool, Any]:
     """``(found, value)``: the output recorded among ``spans`` (the last one), decoded."""
     import orjson
 
     for span in reversed(list(spans)):
-        if getattr(span, "name", None) == OUTPUT_SPAN:
-            raw = (getattr(span, "attributes", None) or {}).get(OUTPUT_JSON)
+        if span.name == OUTPUT_SPAN:
+            raw = span.attributes.get(OUTPUT_JSON)
             if not isinstance(raw, str):
                 return True, raw
             try:
@@ -194,13 +198,13 @@ SANDBOX_COUNT = "agentbolt.sandbox.count"
 """How many times it happened in the attempt."""
 
 
-def sandbox_event_counts(spans: Any) -> dict[str, int]:
+def sandbox_event_counts(spans: Iterable[Span]) -> dict[str, int]:
     """``{kind: count}`` of the sandbox events among ``spans``."""
     counts: dict[str, int] = {}
     for span in spans:
-        if getattr(span, "name", None) != SANDBOX_SPAN:
+        if span.name != SANDBOX_SPAN:
             continue
-        attrs = getattr(span, "attributes", None) or {}
+        attrs = span.attributes
         kind = str(attrs.get(SANDBOX_KIND, "unknown"))
         count = attrs.get(SANDBOX_COUNT, 1)
         counts[kind] = counts.get(kind, 0) + (int(count) if isinstance(count, (int, float)) else 1)

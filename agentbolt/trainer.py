@@ -109,22 +109,9 @@ class Trainer:
         gateway: GatewaySpec | EngineSpec | Gateway | None = None,
         **v03: Any,
     ) -> None:
-        if v03 or _compat.looks_v03(algorithm, store, strategy, runner, hooks):  # Agent Lightning v0.3's arguments
-            mapped = _compat.map_arguments(
-                {"algorithm": algorithm, "n_runners": n_runners, "store": store, "hooks": hooks,
-                 "strategy": strategy, "runner": runner, "resources": resources, "gateway": gateway}, v03)
-            algorithm, n_runners, store, hooks = (
-                mapped["algorithm"],
-                mapped["n_runners"],
-                mapped["store"],
-                mapped["hooks"],
-            )
-            strategy, runner, resources, gateway = (
-                mapped["strategy"],
-                mapped["runner"],
-                mapped["resources"],
-                mapped["gateway"],
-            )
+        # Agent Lightning v0.3's arguments and objects, as agentbolt's (the rest unchanged)
+        algorithm, n_runners, store, hooks, strategy, runner, resources, gateway = _compat.trainer_arguments(
+            _compat.TrainerArguments(algorithm, n_runners, store, hooks, strategy, runner, resources, gateway), v03)
         if n_runners < 1:
             raise ValueError(f"n_runners must be at least 1, got {n_runners}")
         self.algorithm = algorithm if algorithm is not None else Evaluate()
@@ -165,9 +152,8 @@ class Trainer:
         train = train_dataset if train_dataset is not None else self.train_dataset
         val = val_dataset if val_dataset is not None else self.val_dataset
 
-        follow = getattr(self.algorithm, "follow", None)  # not a hook of Algorithm: data-parallel ones (GRPO) have it
-        if follow is not None and _is_follower_rank():  # torchrun: ranks > 0 only join the updates
-            return await follow()
+        if self.algorithm.data_parallel and _is_follower_rank():  # torchrun: ranks > 0 only join the updates
+            return await self.algorithm.follow()
 
         async def main(store: Store, gateway: GatewayControl | None = None) -> Any:
             if self.resources:

@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Iterator
 from enum import StrEnum
-from typing import Annotated, Any, Generic, Literal, TypeVar, overload
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
@@ -318,33 +317,11 @@ T = TypeVar("T")
 
 
 class Page(_Model, Generic[T]):
-    """One page of a query. Pass ``next_cursor`` back to get the next page; ``None``
-    means there is none.
-
-    A page is also a sequence of its items: ``for span in page``, ``len(page)`` and
-    ``page[0]`` see ``page.items`` (as Agent Lightning's query results did; an empty page
-    is falsy), so code that treats the result as a list works; the cursor stays on
-    ``page.next_cursor``.
-    """
+    """One page of a query: its ``items``, and ``next_cursor`` to pass back for the next
+    page (``None``: there is none)."""
 
     items: list[T]
     next_cursor: str | None = None
-
-    def __iter__(self) -> Iterator[T]:  # type: ignore[override]  # items, not (field, value) pairs
-        return iter(self.items)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    @overload
-    def __getitem__(self, index: int) -> T: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[T]: ...
-    def __getitem__(self, index: int | slice) -> T | list[T]:
-        return self.items[index]
-
-    def __contains__(self, item: object) -> bool:
-        return item in self.items
 
 
 MetricValue = float | int | None
@@ -387,7 +364,7 @@ class MetricRecord(_Model):
 def _metric_value(key: str, value: Any) -> Any:
     """Normalise one metric value; anything not a number is left for pydantic to reject."""
     if value is not None and not isinstance(value, (bool, int, float)):
-        item = getattr(value, "item", None)  # numpy / torch scalars
+        item = getattr(value, "item", None)  # third-party: numpy / torch scalars
         if callable(item):
             value = item()
     if isinstance(value, bool):

@@ -4,7 +4,6 @@ that accepts them true to it."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
@@ -15,19 +14,6 @@ from agentbolt.compat.trainer_args import looks_v03, map_arguments
 from agentbolt.execution import strategy_from
 from agentbolt.runner.agent import LitAgent, as_agent
 from agentbolt.types import AttemptStatus, RolloutConfig, RolloutMode
-
-
-@pytest.mark.parametrize(("other", "name"), sorted(aliases.MODULES.items()))
-def test_a_module_alias_is_the_very_module_it_names(other: str, name: str) -> None:
-    module = importlib.import_module(other)
-    assert module is importlib.import_module(name)
-    assert all(getattr(module, n) is getattr(importlib.import_module(name), n) for n in module.__all__)
-
-
-def test_from_the_other_module_name_imports_the_same_objects() -> None:
-    from agentbolt.algorithm import Evaluate, GRPOPolicies
-
-    assert Evaluate is agentbolt.algorithms.Evaluate and GRPOPolicies is agentbolt.algorithms.GRPOPolicies
 
 
 @pytest.mark.parametrize(("other", "name"), sorted(aliases.STRATEGIES.items()))

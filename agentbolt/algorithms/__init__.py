@@ -1,5 +1,5 @@
 """Algorithms: they enqueue rollouts, read what runners recorded, and (learning ones)
-publish new resources. ``agentbolt.algorithm`` is another name for this package.
+publish new resources.
 
 ``APO``, ``SFT`` and ``GRPO`` (and their configs and results) are imported on first use:
 a runner process that only runs an agent never pays for them.
@@ -61,7 +61,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'agentbolt.algorithms' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = vars(importlib.import_module(module))[name]  # a name of _LAZY, from the module it names
     globals()[name] = value
     return value
 

@@ -9,12 +9,12 @@ the datasets, with helpers for the enqueue-and-wait step every algorithm needs.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentbolt.store.base import Store
-from agentbolt.types import Rollout, RolloutConfig, RolloutCreate, RolloutMode
+from agentbolt.types import Rollout, RolloutConfig, RolloutCreate, RolloutMode, Span
 
 if TYPE_CHECKING:
     from agentbolt.gateway.control import GatewayControl
@@ -108,11 +108,29 @@ class AlgorithmContext:
 
 class Algorithm(abc.ABC):
     """Base class of algorithms. :meth:`run` is called once by
-    :meth:`agentbolt.Trainer.fit` while runners work; what it returns, ``fit`` returns."""
+    :meth:`agentbolt.Trainer.fit` while runners work; what it returns, ``fit`` returns.
+
+    Optional capabilities are declared here, with what an algorithm without them means:
+    ``adapter`` (its spans-to-training-data function, previewed by ``Trainer.dev``) and
+    ``data_parallel`` with :meth:`follow` (torchrun ranks > 0 join rank 0's updates)."""
+
+    #: what turns a rollout's spans into this algorithm's training data (GRPO's
+    #: :class:`~agentbolt.adapters.SampleAdapter` with its ``agent_match``): ``Trainer.dev``
+    #: shows its samples; None: the algorithm trains on no samples of its own (dev shows
+    #: the RL adapter's)
+    adapter: Callable[[list[Span]], Iterable[Any]] | None = None
+    #: whether it trains data-parallel under torchrun: ranks > 0 then run :meth:`follow`
+    #: instead of :meth:`run` (GRPO); False: every rank runs :meth:`run`
+    data_parallel: bool = False
 
     @abc.abstractmethod
     async def run(self, ctx: AlgorithmContext) -> Any:
         """Drive training (or evaluation) through ``ctx.store``."""
+
+    async def follow(self) -> Any:
+        """On a torchrun rank > 0 of a ``data_parallel`` algorithm: take part in every update
+        rank 0 makes, until it says stop. Only called when ``data_parallel`` is True."""
+        raise NotImplementedError(f"{type(self).__name__} does not train data-parallel (data_parallel = False)")
 
     def configure_gateway(self, config: Any) -> None:
         """Adjust the run's :class:`~agentbolt.gateway.GatewayConfig` (sampling forced per

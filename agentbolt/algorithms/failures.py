@@ -18,6 +18,7 @@ from typing import Any
 
 from agentbolt.runner.error_log import error_key
 from agentbolt.store.base import Store
+from agentbolt.store.capabilities import UrlBacked
 from agentbolt.types import Rollout, RolloutStatus
 
 __all__ = [
@@ -81,9 +82,8 @@ def store_url(store: Store) -> str | None:
         return f"sqlite:///{store.path}"
     if isinstance(store, HttpStore):
         return store.base_url
-    url = getattr(store, "url", None)  # PostgresStore
-    if isinstance(url, str) and url.startswith(("postgresql://", "postgres://")):
-        return _without_password(url)
+    if isinstance(store, UrlBacked) and store.url.startswith(("postgresql://", "postgres://")):  # PostgresStore
+        return _without_password(store.url)
     return None
 
 

@@ -40,15 +40,15 @@ def engine_weights(control: GatewayControl | None, *, as_base: bool = True) -> t
     adapter. The copy holds any adapter served now (SFT's, an earlier run's) merged in, and
     the trainer's fresh adapter is a delta on the copy: without this, the engine would serve
     that delta on the weights from before its first adapter, dropping the earlier one."""
-    engine: Any = control.engine if control is not None else None
-    if not hasattr(getattr(engine, "model", None), "state_dict"):  # vLLM's `model` is a name, not weights
+    engine = control.engine if control is not None else None
+    served = engine.local_model() if engine is not None else None
+    if engine is None or served is None:  # vLLM, OpenAI: the weights are in another process
         return None
-    model = copy.deepcopy(engine.model)
+    model = copy.deepcopy(served)
     model.to(engine.device)
-    rebase = getattr(engine, "rebase_adapters", None)  # only the transformers engine has adapters to rebase
-    if as_base and rebase is not None:
-        rebase()
-    return model, getattr(engine, "tokenizer", None)
+    if as_base and engine.supports_rebase:  # only the transformers engine has adapters to rebase
+        engine.rebase_adapters()
+    return model, engine.tokenizer
 
 
 async def ensure_gateway_llm(ctx: AlgorithmContext) -> None:

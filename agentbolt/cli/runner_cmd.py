@@ -88,6 +88,7 @@ def runner(
     from agentbolt.runner.loading import AgentLoadError, load_object
     from agentbolt.runner.process import configure_child_logging, serve_runner
     from agentbolt.runner.runner import Runner
+    from agentbolt.store.capabilities import ServerBacked
     from agentbolt.store.url import open_store
 
     configure_child_logging(log_level.value)
@@ -114,7 +115,7 @@ def runner(
         logging.getLogger("agentbolt.runner").info(
             "runner %s starting: server %s, agent %s, concurrency %d",
             the_runner.worker_id,
-            getattr(store, "base_url", server[0]),
+            store.base_url if isinstance(store, ServerBacked) else server[0],
             agent_obj.name,
             concurrency,
         )

@@ -22,7 +22,7 @@ class UnsupportedV03NameError(AttributeError):
 
 def _load(target: str) -> Any:
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return getattr(importlib.import_module(module), attr)  # third-party: v0.3's names, resolved on first use
 
 
 def resolve(name: str) -> Any:
@@ -80,7 +80,7 @@ def resolve_in(module: str, name: str) -> Any:
                          f"(v0.3's {v03} had none either)")
 
 
-def module_getattr(module_name: str) -> Callable[[str], Any]:
+def module_getattr(module_name: str) -> Callable[[str], Any]:  # third-party: v0.3's names, resolved on first use
     """A module ``__getattr__`` for the agentbolt.compat module ``module_name``: the v0.3 names
     it does not define itself, resolved from the tables (and cached on the module)."""
     module = module_name.removeprefix("agentbolt.compat").removeprefix(".")

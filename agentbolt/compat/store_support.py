@@ -31,6 +31,7 @@ class LightningStoreStatistics(TypedDict, total=False):
 def window(items: list[Any], sort_by: str | None, sort_order: str, limit: int, offset: int) -> list[Any]:
     """v0.3's sorting and ``offset``/``limit`` (``-1``: no limit) on a full result."""
     if sort_by:
+        # third-party: v0.3's sort_by names a field of the v0.3 caller's choice
         items = sorted(items, key=lambda x: (getattr(x, sort_by, None) is None, getattr(x, sort_by, None)),
                        reverse=sort_order == "desc")
     items = items[offset:] if offset > 0 else items

@@ -1,8 +1,9 @@
 """Agent Lightning v0.3's ``Trainer(...)`` arguments, mapped onto agentbolt's.
 
-:class:`~agentbolt.Trainer` calls :func:`map_arguments` when it is given a v0.3 argument
-or object, so ``Trainer(algorithm=..., n_workers=2, initial_resources={...},
-adapter=..., tracer=..., strategy="shm")`` runs unchanged:
+:class:`~agentbolt.Trainer` hands its arguments to :func:`trainer_arguments` (its one call
+into this layer), which calls :func:`map_arguments` when one of them is a v0.3 argument or
+object, so ``Trainer(algorithm=..., n_workers=2, initial_resources={...}, adapter=...,
+tracer=..., strategy="shm")`` runs unchanged:
 
 ========================  =================================================================
 v0.3                      agentbolt
@@ -37,11 +38,11 @@ strategy names) are tables of :mod:`agentbolt.aliases`, with agentbolt's other s
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentbolt.aliases import V03_STRATEGIES, V03_STRATEGY_CLASSES
 
-__all__ = ["V03_ARGUMENTS", "looks_v03", "map_arguments"]
+__all__ = ["V03_ARGUMENTS", "TrainerArguments", "looks_v03", "map_arguments", "trainer_arguments"]
 
 log = logging.getLogger("agentbolt.trainer")
 
@@ -49,6 +50,29 @@ V03_ARGUMENTS = frozenset(
     {"initial_resources", "n_workers", "max_rollouts", "max_tasks", "adapter", "tracer", "llm_proxy", "port",
      "daemon", "dev", "triplet_exporter"}
 )
+
+
+class TrainerArguments(NamedTuple):
+    """The ``Trainer`` arguments a v0.3 call changes, in the order the trainer unpacks them."""
+
+    algorithm: Any
+    n_runners: int
+    store: Any
+    hooks: Any
+    strategy: Any
+    runner: Any
+    resources: Any
+    gateway: Any
+
+
+def trainer_arguments(ours: TrainerArguments, v03: dict[str, Any]) -> TrainerArguments:
+    """What ``Trainer(...)`` runs with: ``ours`` unchanged when neither ``v03`` (its other
+    keyword arguments) nor any of ``ours`` is Agent Lightning v0.3's; else mapped by
+    :func:`map_arguments`. The trainer's one call into this layer."""
+    if not v03 and not looks_v03(ours.algorithm, ours.store, ours.strategy, ours.runner, ours.hooks):
+        return ours
+    mapped = map_arguments(ours._asdict(), v03)
+    return TrainerArguments(**{name: mapped[name] for name in TrainerArguments._fields})
 
 
 def looks_v03(algorithm: Any, store: Any, strategy: Any, runner: Any, hooks: Any = ()) -> bool:
@@ -126,6 +150,7 @@ def _runner_and_hooks(runner: Any, hooks: Any) -> tuple[Any, Any]:
 
     if runner is None or isinstance(runner, Runner):
         return runner, hooks
+    # third-party: a v0.3 runner (Agent Lightning's or compat's) keeps its hooks in _hooks
     extra = list(getattr(runner, "_hooks", ()) or ())
     if not extra:
         return None, hooks
@@ -162,6 +187,7 @@ def _algorithm(algorithm: Any, resources: dict[str, Any] | None, adapter: Any, l
     if isinstance(algorithm, Algorithm):
         _name_the_prompt(algorithm, resources)
         return algorithm
+    # third-party: a v0.3 object (Agent Lightning's or ours)
     if callable(getattr(algorithm, "run", None)) and callable(getattr(algorithm, "set_store", None)):
         from agentbolt.compat.algorithm.base import V03Algorithm
 
@@ -177,8 +203,8 @@ def _name_the_prompt(algorithm: Any, resources: dict[str, Any] | None) -> None:
     template among the initial resources when the default name is not there."""
     from agentbolt.types import PromptTemplate
 
-    config = getattr(algorithm, "config", None)
-    name = getattr(config, "prompt_name", None)
+    config = getattr(algorithm, "config", None)  # third-party: a v0.3 object (Agent Lightning's or ours)
+    name = getattr(config, "prompt_name", None)  # third-party: a v0.3 object (Agent Lightning's or ours)
     if config is None or name is None or not resources or name in resources:
         return
     prompts = [k for k, v in resources.items() if isinstance(v, PromptTemplate)]

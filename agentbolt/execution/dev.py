@@ -7,9 +7,9 @@ quickest way to see whether an agent is wired up right before spending compute o
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
@@ -18,6 +18,9 @@ from rich.tree import Tree
 
 from agentbolt import semconv
 from agentbolt.types import Rollout, Span
+
+if TYPE_CHECKING:
+    from agentbolt.algorithms.base import Algorithm
 
 __all__ = ["DevRollout", "preview_adapter", "render_dev_rollout", "span_tree", "training_samples"]
 
@@ -139,12 +142,12 @@ def span_tree(spans: Sequence[Span], title: str = "spans") -> Tree:
     return tree
 
 
-def preview_adapter(algorithm: Any) -> Any:
-    """The adapter whose samples ``Trainer.dev`` shows: the algorithm's own ``adapter``
-    (GRPO's :class:`~agentbolt.adapters.SampleAdapter` with its ``agent_match``, SFT's
-    chat records) when it has one, else None (the RL adapter, see :func:`training_samples`)."""
-    adapter = getattr(algorithm, "adapter", None)
-    return adapter if callable(adapter) else None
+def preview_adapter(algorithm: Algorithm) -> Callable[[list[Span]], Iterable[Any]] | None:
+    """The adapter whose samples ``Trainer.dev`` shows: the algorithm's own
+    :attr:`~agentbolt.algorithms.base.Algorithm.adapter` (GRPO's
+    :class:`~agentbolt.adapters.SampleAdapter` with its ``agent_match``) when it has one,
+    else None (the RL adapter, see :func:`training_samples`)."""
+    return algorithm.adapter
 
 
 def training_samples(spans: list[Span], adapter: Any = None) -> tuple[list[Any] | None, str | None]:
@@ -168,6 +171,7 @@ def _sample_view(sample: Any) -> Text:
     elif hasattr(sample, "model_dump"):
         data = sample.model_dump()
     else:
+        # third-party: any adapter's sample: a dataclass or any object
         data = sample if isinstance(sample, dict) else getattr(sample, "__dict__", sample)
     if not isinstance(data, dict):
         return Text(_preview(data, 200))

@@ -107,9 +107,10 @@ def _sqlite_url(store: Store | str | None, run_dir: str | Path | None) -> str:
         if store.endswith((".db", ".sqlite", ".sqlite3")):
             return f"sqlite:///{Path(store).resolve()}"
         raise ValueError(f"cannot serve store {store!r} to runner processes: use sqlite:///path.db or http://host:port")
-    path = getattr(store, "path", None)
-    if path is not None and type(store).__name__ == "SqliteStore":
-        return f"sqlite:///{Path(path).resolve()}"
+    from agentbolt.store.sqlite import SqliteStore
+
+    if isinstance(store, SqliteStore):
+        return f"sqlite:///{store.path.resolve()}"
     raise TypeError(
         f"cannot share a {type(store).__name__} with runner processes: pass 'sqlite:///path.db', an HttpStore "
         "or nothing (a SQLite store in the run directory)"

@@ -120,6 +120,7 @@ class ChatTemplate:
     :data:`agentbolt.gateway.tools.PARSERS`; default: read from the template)."""
 
     def __init__(self, tokenizer: Any, parser: str | None = None) -> None:
+        # third-party: a transformers tokenizer: older ones have no chat_template
         template = getattr(tokenizer, "chat_template", None)
         if not template:
             raise ValueError("the tokenizer has no chat template; set tokenizer.chat_template "

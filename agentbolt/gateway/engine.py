@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbolt.gateway.weight_update import WeightUpdate
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["Engine", "EngineError"]
 
@@ -84,6 +87,25 @@ class Engine(abc.ABC):
     @property
     def policy_version(self) -> int | None:
         """Version of the weights now served (bumped by a weight swap), if known."""
+        return None
+
+    # ---- what an engine in this process offers a trainer (None: it serves from elsewhere) ----
+    def local_model(self) -> torch.nn.Module | None:
+        """The torch model this engine serves, when it runs in this process (a trainer may
+        copy it, start from its exact weights and compare them); None for an engine that
+        forwards to a model server (vLLM, OpenAI)."""
+        return None
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The dtype of the served weights, where this process knows it (a trainer on
+        another dtype recomputes π_old); None: the model server's own."""
+        return None
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device the served weights are on, where this process knows it (where a
+        trainer copying them puts its copy); None: the model server's own."""
         return None
 
     @abc.abstractmethod

@@ -18,7 +18,7 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Literal
 
 from agentbolt.gateway.config import GatewayConfig
@@ -81,7 +81,7 @@ class Gateway:
         self.token_chat: TokenChat | None = None
         #: the attempts' Responses API conversations, for ``previous_response_id``
         self.responses = ResponseLog(limit=self.config.mode_cache_size)
-        if self.config.token_chat and getattr(engine, "tokenizer", None) is not None:
+        if self.config.token_chat and engine.tokenizer is not None:
             self.token_chat = TokenChat(engine, engine.tokenizer, engine.tool_parser, self.history)
 
     # ------------------------------------------------------------------ lifecycle
@@ -165,8 +165,8 @@ class Gateway:
             "pending_spans": self._recorder.pending if self._recorder is not None else 0,
             "prompts": self.history.stats.as_dict(),
             "weight_formats": list(self.engine.weight_formats),
-            "dtype": _str_or_none(getattr(self.engine, "dtype", None)),
-            "device": _str_or_none(getattr(self.engine, "device", None)),
+            "dtype": _str_or_none(self.engine.dtype),
+            "device": _str_or_none(self.engine.device),
         }
 
     def _idle_event(self) -> asyncio.Event:
@@ -432,9 +432,8 @@ def _timeout_error(seconds: float) -> EngineError:
 
 
 async def _aclose(chunks: AsyncIterator[Any]) -> None:
-    close: Callable[[], Awaitable[None]] | None = getattr(chunks, "aclose", None)
-    if close is not None:
+    if isinstance(chunks, AsyncGenerator):  # an engine's stream; a plain iterator has nothing to close
         try:
-            await close()
+            await chunks.aclose()
         except Exception:
             logger.debug("closing an engine stream failed", exc_info=True)

@@ -30,11 +30,15 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentbolt.gateway.control import GatewayControl
+from agentbolt.gateway.control import GatewayControl, LocalGatewayControl
 from agentbolt.gateway.engine import Engine, EngineError
+from agentbolt.gateway.streaming import close_stream
 from agentbolt.gateway.weight_update import WeightUpdate
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["PolicyControl", "PolicyEngines"]
 
@@ -117,18 +121,20 @@ class PolicyEngines(Engine):
             return self.engines[self.default]
         return next(iter(self.engines.values())) if len(self.engines) == 1 else None
 
-    @property
-    def model(self) -> Any:
+    def local_model(self) -> torch.nn.Module | None:
         """The default policy's model (None without a default): GRPO trains and probes it."""
-        return getattr(self._default_engine(), "model", None)
+        engine = self._default_engine()
+        return engine.local_model() if engine is not None else None
 
     @property
-    def device(self) -> Any:
-        return getattr(self._default_engine(), "device", None)
+    def device(self) -> torch.device | None:
+        engine = self._default_engine()
+        return engine.device if engine is not None else None
 
     @property
-    def dtype(self) -> Any:
-        return getattr(self._default_engine(), "dtype", None)
+    def dtype(self) -> torch.dtype | None:
+        engine = self._default_engine()
+        return engine.dtype if engine is not None else None
 
     def rebase_adapters(self) -> None:
         """See :meth:`TransformersEngine.rebase_adapters`; the default policy's."""
@@ -195,9 +201,7 @@ async def _named_stream(chunks: AsyncIterator[dict[str, Any]], policy: str) -> A
             chunk["model"] = policy
             yield chunk
     finally:
-        close = getattr(chunks, "aclose", None)
-        if close is not None:
-            await close()
+        await close_stream(chunks)
 
 
 class PolicyControl(GatewayControl):
@@ -207,16 +211,16 @@ class PolicyControl(GatewayControl):
     policy only. Wraps the control of a gateway in this process
     (:class:`~agentbolt.gateway.control.LocalGatewayControl`)."""
 
-    def __init__(self, control: Any, policy: str) -> None:
-        engines = getattr(control, "engine", None)
-        if not isinstance(engines, PolicyEngines):
+    def __init__(self, control: GatewayControl, policy: str) -> None:
+        engines = control.engine
+        if not isinstance(control, LocalGatewayControl) or not isinstance(engines, PolicyEngines):
             raise TypeError("training several policies needs the gateway in this process, serving PolicyEngines: "
                             "Trainer(gateway=Gateway(PolicyEngines.local(model, tokenizer, [...])))")
         engines.engine_of(policy)  # an unknown policy fails here, with the names served
         self.control = control
         self.policy = policy
         self.engines = engines
-        self.server_url = getattr(control, "server_url", None)
+        self.server_url = control.server_url
 
     @property
     def engine(self) -> Engine:

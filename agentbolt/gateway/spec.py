@@ -154,7 +154,7 @@ class EngineSpec(BaseModel):
                 batch_window_ms=self.batch_window_ms,
                 num_threads=self.num_threads,
                 device=self.device,
-                dtype=getattr(torch, self.dtype),
+                dtype=getattr(torch, self.dtype),  # third-party: torch's dtype by its name
                 default_max_tokens=self.max_tokens,
                 context_length=self.context_length,
                 tool_parser=self.tool_parser,

@@ -7,12 +7,12 @@ included) back into the non-streaming response the same call would have returned
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from typing import Any
 
 import orjson
 
-__all__ = ["SSE_DONE", "StreamAssembler", "iter_sse_data", "sse_event", "sse_stream"]
+__all__ = ["SSE_DONE", "StreamAssembler", "close_stream", "iter_sse_data", "sse_event", "sse_stream"]
 
 SSE_DONE = b"data: [DONE]\n\n"
 
@@ -33,9 +33,14 @@ async def sse_stream(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[byt
         if not failed:
             yield SSE_DONE
     finally:
-        close = getattr(chunks, "aclose", None)
-        if close is not None:
-            await close()
+        await close_stream(chunks)
+
+
+async def close_stream(chunks: AsyncIterator[Any]) -> None:
+    """Close a stream left early, so its ``finally`` blocks run now (an engine's stream is
+    an async generator; a plain iterator has nothing to close)."""
+    if isinstance(chunks, AsyncGenerator):
+        await chunks.aclose()
 
 
 async def iter_sse_data(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:

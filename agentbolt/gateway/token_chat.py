@@ -30,6 +30,7 @@ from typing import Any
 from agentbolt.gateway.chat_template import ChatTemplate, ToolMode, keep_first_call
 from agentbolt.gateway.engine import Engine, EngineError
 from agentbolt.gateway.history import AttemptHistory, Turn, message_key
+from agentbolt.gateway.streaming import close_stream
 from agentbolt.gateway.tools import ParsedOutput, ToolCallStream, call_deltas
 from agentbolt.semconv import LLM_PROMPT_SOURCE
 
@@ -252,9 +253,7 @@ class TokenChat:
                     out_c["token_ids"] = ids
                 yield {**base, "choices": [out_c], **extra}
         finally:
-            close = getattr(pieces, "aclose", None)
-            if close is not None:
-                await close()
+            await close_stream(pieces)
 
 
 def _too_long(n: int, limit: int) -> EngineError:

@@ -109,17 +109,19 @@ class TransformersEngine(Engine):
                  scheduler: Literal["auto", "per-batch"] = "auto", prefix_cache_tokens: int = 8192) -> None:
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
-        self.device = torch.device(device)
-        self.model = model.to(device=self.device, dtype=dtype) if dtype is not None else model.to(self.device)
+        self._device = torch.device(device)
+        self.model = model.to(device=self._device, dtype=dtype) if dtype is not None else model.to(self._device)
         self.model.eval()
         self.tokenizer = tokenizer
         self.chat = TokenChat(self, tokenizer, tool_parser)  # raises for a tokenizer without a chat template
         self.tool_parser = self.chat.template.parser_name
+        # third-party: a transformers model's config: fields vary by model
         self.model_name = model_name or getattr(model.config, "_name_or_path", None) or "local-model"
         if default_max_tokens is not None and default_max_tokens < 1:
             raise ValueError(f"default_max_tokens must be >= 1 (or None: what the context leaves), got "
                              f"{default_max_tokens}")
         self.default_max_tokens = default_max_tokens
+        # third-party: a transformers model's config: fields vary by model
         window = int(getattr(model.config, "max_position_embeddings", 2048))
         if context_length is not None and not 1 < context_length <= window:
             raise ValueError(f"context_length must be in [2, {window}] (the model's max_position_embeddings), got "
@@ -127,6 +129,7 @@ class TransformersEngine(Engine):
         self.max_model_len = context_length or window
         self.context_length = self.max_model_len
         eos: set[int] = set()
+        # third-party: a transformers model's config: fields vary by model
         for source in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
             if isinstance(source, int):
                 eos.add(source)
@@ -227,10 +230,19 @@ class TransformersEngine(Engine):
         served changes, so the policy version stays."""
         self._lora.rebase()
 
+    def local_model(self) -> torch.nn.Module:
+        """The model served, in this process (see :meth:`Engine.local_model`)."""
+        return self.model
+
     @property
     def dtype(self) -> torch.dtype:
         """The dtype of the served weights (a trainer on another dtype recomputes π_old)."""
         return next(self.model.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        """The device the served weights are on."""
+        return self._device
 
     # ---- prompts ---------------------------------------------------------------------------
     def chat_prompt_ids(self, body: dict[str, Any]) -> list[int]:

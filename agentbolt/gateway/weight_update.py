@@ -42,7 +42,8 @@ class WeightUpdate:
     def formats(self) -> tuple[str, ...]:
         """The formats this update is in (``state_dict``, ``lora``, ``lora_path``), as
         ``Engine.weight_formats`` names them."""
-        return tuple(name for name in ("state_dict", "lora", "lora_path") if getattr(self, name) is not None)
+        given = {"state_dict": self.state_dict, "lora": self.lora, "lora_path": self.lora_path}
+        return tuple(name for name, value in given.items() if value is not None)
 
     def keywords(self) -> dict[str, Any]:
         """The fields that are set, as the keyword arguments of ``update_weights``."""

@@ -22,7 +22,7 @@ def _jsonable(value: Any) -> Any:
     """NaN and infinities are not JSON: written as null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    item = getattr(value, "item", None)  # numpy / torch scalars
+    item = getattr(value, "item", None)  # third-party: numpy / torch scalars
     if callable(item) and not isinstance(value, (int, float)):
         return _jsonable(item())
     return value

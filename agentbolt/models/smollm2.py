@@ -112,7 +112,7 @@ def _drop_gguf_quantizer(model: Any) -> None:
     if hasattr(model, "hf_quantizer"):
         model.hf_quantizer = None
     for attr in ("is_quantized", "quantization_method"):
-        if attr in getattr(model, "__dict__", {}):
+        if attr in getattr(model, "__dict__", {}):  # third-party: a torch module's instance attributes
             delattr(model, attr)
     config = model.config
     if hasattr(config, "quantization_config"):

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from agentbolt.retention.errors import RetentionError
 from agentbolt.retention.times import format_time
 from agentbolt.store.base import Store
+from agentbolt.store.capabilities import Vacuumable
 
 __all__ = ["PruneResult", "prune_spans"]
 
@@ -56,7 +57,7 @@ async def prune_spans(
             raise RetentionError(f"older_than must be positive, got {older_than}")
         before = time.time() - older_than
     assert before is not None  # given, or computed from older_than
-    vacuum_fn = getattr(store, "vacuum", None) if vacuum else None
+    vacuum_fn = store.vacuum if vacuum and isinstance(store, Vacuumable) else None
     if vacuum and vacuum_fn is None:
         raise RetentionError(
             f"vacuum applies to a SQLite store only, not {type(store).__name__}: drop --vacuum "

@@ -74,6 +74,7 @@ class RolloutFunction:
         if not callable(fn):
             raise TypeError(f"@agentbolt.rollout decorates a function, got {type(fn).__name__}")
         self.fn = fn
+        # third-party: the user's agent, any function, class or object
         self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
         functools.update_wrapper(self, fn)
 
@@ -151,7 +152,8 @@ _VALIDATION_METHODS = LITAGENT_VALIDATION_METHODS
 def _defined(cls: type, names: tuple[str, ...]) -> str | None:
     """The first of ``names`` that ``cls`` defines itself (not LitAgent's default)."""
     for name in names:
-        method = getattr(cls, name, None)
+        method = getattr(cls, name, None)  # third-party: the user's agent, any function, class or object
+        # third-party: the user's agent, any function, class or object
         if method is not None and method is not getattr(LitAgent, name, None):
             return name
     return None
@@ -293,11 +295,13 @@ def _is_rollout_annotation(annotation: Any) -> bool:
 def _is_async_callable(fn: Any) -> bool:
     if inspect.iscoroutinefunction(fn):
         return True
+    # third-party: the user's agent, any function, class or object
     call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with an async __call__
     return call is not None and inspect.iscoroutinefunction(call)
 
 
 def _describe(fn: Any) -> str:
+    # third-party: the user's agent, any function, class or object
     return repr(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
 
 
@@ -342,13 +346,15 @@ def as_agent(obj: Any) -> AgentAdapter:
                 f"{cls.__name__} is a LitAgent without an entry point: define training_rollout(self, task, ...) "
                 "(or rollout / rollout_async, Agent Lightning's names)"
             )
-        train = EntryPoint.of(getattr(obj, train_name))
+        train = EntryPoint.of(getattr(obj, train_name))  # third-party: the user's agent, any function, class or object
         validation_name = _defined(cls, _VALIDATION_METHODS)
+        # third-party: the user's agent, any function, class or object
         validation = EntryPoint.of(getattr(obj, validation_name)) if validation_name else None
         return AgentAdapter(source if isinstance(source, str) else obj, obj.name or cls.__name__, train, validation)
     if isinstance(obj, RolloutFunction):
         return AgentAdapter(source, obj.name, EntryPoint.of(obj.fn))
     if callable(obj) and not isinstance(obj, type):
+        # third-party: the user's agent, any function, class or object
         name = getattr(obj, "__name__", None) or type(obj).__name__
         return AgentAdapter(source, name, EntryPoint.of(obj))
     raise TypeError(

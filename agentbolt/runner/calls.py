@@ -35,6 +35,8 @@ class AgentCall:
     """A running agent call: await :attr:`future` for its result, :meth:`stop` to stop it."""
 
     future: asyncio.Future[Any]
+    #: the thread a synchronous agent runs on (None: a task of this loop)
+    thread: threading.Thread | None = None
 
     def stop(self) -> None:
         raise NotImplementedError
@@ -55,10 +57,10 @@ class _ThreadCall(AgentCall):
         self._loop = asyncio.get_running_loop()
         self.future = self._loop.create_future()
         context = contextvars.copy_context()  # the rollout's attempt context, OTel span included
-        self.thread = threading.Thread(
+        self.thread = self._thread = threading.Thread(
             target=self._main, args=(context, fn, args, kwargs), name=name, daemon=True
         )
-        self.thread.start()
+        self._thread.start()
 
     def _main(
         self, context: contextvars.Context, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
@@ -80,8 +82,8 @@ class _ThreadCall(AgentCall):
 
     def stop(self) -> None:
         self.future.cancel()  # stop waiting now; a late result is dropped
-        ident = self.thread.ident
-        if ident is not None and self.thread.is_alive():
+        ident = self._thread.ident
+        if ident is not None and self._thread.is_alive():
             hit = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(AttemptStopped))
             if hit > 1:  # cannot happen for one live thread id; undo rather than hit others
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentbolt.scoped import NO_TOKEN, rollout_base_url
+from agentbolt.store.capabilities import ServerBacked
 from agentbolt.types import LLM, Resources
 
 __all__ = ["GATEWAY_ENDPOINT", "GatewayUnavailableError", "gateway_llm", "resolve_gateway_llms"]
@@ -36,15 +37,14 @@ def resolve_gateway_llms(resources: Resources | None, store: Any, rollout_id: st
     if resources is None or not any(isinstance(r, LLM) and r.endpoint == GATEWAY_ENDPOINT
                                     for r in resources.resources.values()):
         return resources
-    base = getattr(store, "base_url", None)
-    if not isinstance(base, str):
+    if not isinstance(store, ServerBacked):
         raise GatewayUnavailableError(
             f"the LLM resource points at the gateway ({GATEWAY_ENDPOINT!r}) but this runner's store is a "
             f"{type(store).__name__}, not a server: give the trainer an engine (Trainer(gateway=EngineSpec(...))) "
             "or run the runner against the server (`agentbolt runner --server URL`)"
         )
-    url = rollout_base_url(base, rollout_id, attempt_id)
-    key = token or getattr(store, "token", None) or NO_TOKEN
+    url = rollout_base_url(store.base_url, rollout_id, attempt_id)
+    key = token or store.token or NO_TOKEN
     named = {
         name: r.model_copy(update={"endpoint": url, "api_key": key})
         if isinstance(r, LLM) and r.endpoint == GATEWAY_ENDPOINT else r

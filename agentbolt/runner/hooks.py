@@ -83,7 +83,7 @@ class HookSet:
         self._calls: dict[str, list[_Call]] = {name: [] for name in HOOK_NAMES}
         for hook in self.hooks:
             for name in HOOK_NAMES:
-                fn = getattr(hook, name, None)
+                fn = getattr(hook, name, None)  # third-party: the user's hook object or function, any class
                 if fn is None or _is_base_noop(fn, name):
                     continue
                 if not callable(fn):
@@ -118,7 +118,8 @@ class HookSet:
 def _is_base_noop(fn: Any, name: str) -> bool:
     """A base class's do-nothing method (ours, or one marked ``__agentbolt_noop__`` such
     as those of Agent Lightning's ``Hook`` in :mod:`agentbolt.compat`): not called."""
-    func = getattr(fn, "__func__", None)
+    func = getattr(fn, "__func__", None)  # third-party: the user's hook object or function, any class
+    # third-party: the user's hook object or function, any class
     return func is getattr(Hooks, name) or getattr(func, "__agentbolt_noop__", False)
 
 
@@ -142,6 +143,7 @@ def _plan(fn: Callable[..., Any], name: str) -> _Call:
         elif p.default is p.empty:
             if p.kind is p.KEYWORD_ONLY or not unclaimed:
                 raise TypeError(
+                    # third-party: the user's hook object or function, any class
                     f"hook {getattr(fn, '__qualname__', fn)} has a parameter {p.name!r} that agentbolt does not "
                     f"pass; {name} receives {', '.join(available)}"
                 )

@@ -41,7 +41,7 @@ def load_object(reference: str) -> Any:
     obj: Any = module
     for part in attr_path.split("."):
         try:
-            obj = getattr(obj, part)
+            obj = getattr(obj, part)  # third-party: an object named by a path the user gave
         except AttributeError:
             raise AgentLoadError(
                 f"module {module.__name__!r} has no attribute {attr_path!r} (from agent reference {reference!r})"
@@ -86,8 +86,8 @@ def reference_of(obj: Any) -> str | None:
     ``__main__`` module (those only load again in a child started by ``multiprocessing``).
     Instances are not looked up by reference (they travel by pickling).
     """
-    module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", None)
+    module = getattr(obj, "__module__", None)  # third-party: an object named by a path the user gave
+    qualname = getattr(obj, "__qualname__", None)  # third-party: an object named by a path the user gave
     if not isinstance(module, str) or not isinstance(qualname, str):
         return None
     if "<" in qualname or module == "__main__":

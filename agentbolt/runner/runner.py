@@ -110,7 +110,7 @@ class Runner:
         self.concurrency = concurrency
         self.worker_id = worker_id or default_worker_id()
         self.hooks_source = hooks
-        self.hooks = HookSet(hooks, agent=getattr(self._agent, "source", None), runner=self)
+        self.hooks = HookSet(hooks, agent=self._agent.source if self._agent is not None else None, runner=self)
         self.tracer = tracer
         self.heartbeat_interval = heartbeat_interval
         self.poll_interval = poll_interval
@@ -362,7 +362,7 @@ class Runner:
             "stopping rollout %s (attempt %s): %s", job.rollout.rollout_id, job.attempt.attempt_id, job.stop_reason
         )
         call.stop()
-        thread = getattr(call, "thread", None)
+        thread = call.thread
         grace_end = time.monotonic() + self.stop_grace
         if thread is not None:  # let the thread unwind, briefly, so its last spans are in the trace
             while thread.is_alive() and time.monotonic() < grace_end:

@@ -381,6 +381,7 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
 
 
 def _qualname(fn: Callable[..., Any]) -> str:
+    # third-party: any callable the user passes
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 

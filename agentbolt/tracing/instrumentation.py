@@ -108,6 +108,7 @@ def _hook_for(lib: _Library) -> Callable[[ModuleType], None]:
             _done.add(lib.name)
         module_name, cls_name = lib.instrumentor.split(":")
         try:
+            # third-party: an OpenTelemetry instrumentor class named by the table
             instrumentor = getattr(importlib.import_module(module_name), cls_name)()
             kwargs: dict[str, object] = {"tracer_provider": shared_provider()}
             if lib.trace_config:

@@ -42,6 +42,7 @@ from agentbolt.tracing.context import (
     current_context,
 )
 from agentbolt.tracing.processor import router
+from agentbolt.types import LLM
 
 __all__ = ["AGENT_HEADER", "HTTP_CLIENTS", "TRACEPARENT_HEADER", "agent_for_call", "install", "stamp_headers"]
 
@@ -121,7 +122,7 @@ def is_gateway_url(url: str, ctx: AttemptContext) -> bool:
         if parts[i] == "rollout" and parts[i + 2] == "attempt":
             return parts[i + 1] == ctx.rollout_id and parts[i + 3] == ctx.attempt_id
     resources = ctx.resources.resources.values() if ctx.resources is not None else ()
-    endpoints = [getattr(r, "endpoint", None) for r in resources]
+    endpoints = [r.endpoint for r in resources if isinstance(r, LLM)]
     return any(isinstance(e, str) and e and url.startswith(e.rstrip("/") + "/") for e in endpoints)
 
 
@@ -140,6 +141,7 @@ def _langgraph_node() -> str | None:
     config_module = sys.modules.get("langchain_core.runnables.config")
     if config_module is None:
         return None
+    # third-party: LangChain's config module: not in every version
     var = getattr(config_module, "var_child_runnable_config", None)
     config = var.get() if var is not None else None
     metadata = config.get("metadata") if isinstance(config, dict) else None

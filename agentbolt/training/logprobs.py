@@ -129,6 +129,7 @@ def _prefixed_forward(module: Any, input_ids: Tensor, attention_mask: Tensor, P:
     first = torch.full((G,), N, dtype=torch.long, device=group.device).scatter_reduce(
         0, group, torch.arange(N, device=group.device), reduce="amin")
     head = module(input_ids=input_ids[first, :P], attention_mask=attention_mask[first, :P], use_cache=True)
+    # third-party: a transformers model's internals: they vary by model and version
     cache = getattr(head, "cache", None) or head.past_key_values
     cache.batch_select_indices(group)  # row n continues from its group's keys/values
     kw = {_cache_argument(module): cache}  # `cache` since transformers 5.x, `past_key_values` before
@@ -172,9 +173,12 @@ def split_head(model: Any) -> tuple[Any, Any] | None:
     (a peft model: its base model's, adapters included), or None when the logits are more
     than that (soft-capped, scaled) or the model does not say."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    # third-party: a transformers model's internals: they vary by model and version
     backbone = getattr(base, getattr(base, "base_model_prefix", ""), None)
     head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    # third-party: a transformers model's internals: they vary by model and version
     config = getattr(base, "config", None)
+    # third-party: a transformers model's internals: they vary by model and version
     scaled = any(getattr(config, k, None) not in (None, 1.0) for k in ("final_logit_softcapping", "logit_scale",
                                                                          "logits_scaling"))
     if backbone is None or backbone is base or head is None or scaled:
@@ -188,6 +192,7 @@ def prefix_sharing_ok(model: Any) -> bool:
     cache (a replayed layer would append to it twice) — so that forward runs whole."""
     if not (model.training and torch.is_grad_enabled()):
         return True
+    # third-party: a transformers model's internals: they vary by model and version
     return not any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
 
 

@@ -213,6 +213,7 @@ class Policy:
             from peft import set_peft_model_state_dict
 
             result = set_peft_model_state_dict(self.model, state)
+            # third-party: a transformers/peft model, tokenizer or load result: fields vary
             unexpected = getattr(result, "unexpected_keys", None)
             if unexpected:
                 raise ValueError(f"checkpoint has {len(unexpected)} keys this adapter lacks (e.g. {unexpected[:2]})")
@@ -268,7 +269,9 @@ def _with_lora(model: Any, lora: LoraSettings) -> Any:
 
 
 def _pad_id(model: Any, tokenizer: Any) -> int:
+    # third-party: a transformers/peft model, tokenizer or load result: fields vary
     for source in (getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "eos_token_id", None),
+                   # third-party: a transformers/peft model, tokenizer or load result: fields vary
                    getattr(getattr(model, "config", None), "pad_token_id", None)):
         if isinstance(source, int):
             return source

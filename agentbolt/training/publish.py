@@ -32,9 +32,12 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbolt.gateway.weight_update import WeightUpdate
+
+if TYPE_CHECKING:
+    from agentbolt.gateway.control import GatewayControl
 
 __all__ = [
     "LOW_PRECISION_TOLERANCE", "EngineInfo", "NoGatewayError", "PublishMismatchError", "Publisher",
@@ -92,13 +95,13 @@ class EngineInfo:
         return f"{self.name or 'engine'} {where} ({self.dtype or 'dtype unknown'}, {self.device or 'device unknown'})"
 
 
-async def engine_info(control: Any) -> EngineInfo:
+async def engine_info(control: GatewayControl) -> EngineInfo:
     """The engine behind ``control`` (a local or remote gateway control)."""
-    engine = getattr(control, "engine", None)
+    engine = control.engine
     if engine is not None:
-        dtype, device = getattr(engine, "dtype", None), getattr(engine, "device", None)
+        dtype, device = engine.dtype, engine.device
         return EngineInfo(engine.name, None if dtype is None else str(dtype), None if device is None else str(device),
-                          tuple(getattr(engine, "weight_formats", ())), True)
+                          tuple(engine.weight_formats), True)
     status = await control.status()
     formats = status.get("weight_formats")
     if formats is None:  # a server from before weight_formats: vLLM reads directories, the rest take tensors
@@ -186,7 +189,7 @@ class Publisher:
     raises :class:`PublishMismatchError` — training on, the trainer would learn from tokens
     its policy did not sample."""
 
-    def __init__(self, control: Any, policy: Any, info: EngineInfo, *, adapter_dir: str | Path,
+    def __init__(self, control: GatewayControl, policy: Any, info: EngineInfo, *, adapter_dir: str | Path,
                  check: bool = True, tolerance: float = 1e-3, keep: int = 2) -> None:
         self.control = control
         self.policy = policy
@@ -257,9 +260,10 @@ class Publisher:
         differences above rounding, so the trainer's base is then loaded into the engine
         (one upload at the start, exact). An engine that reports no numerics (vLLM) cannot
         be checked: it is said once, and its adapters go on the model it was started with."""
-        engine: Any = self.control.engine
-        if engine is not None and _holds_weights(engine):
-            bad, first = await asyncio.to_thread(served_weights_gap, engine.model, self.policy)
+        engine = self.control.engine
+        served = engine.local_model() if engine is not None and engine.supports_rebase else None
+        if engine is not None and served is not None:
+            bad, first = await asyncio.to_thread(served_weights_gap, served, self.policy)
             if bad:
                 raise ServedWeightsMismatchError(self._refusal(f"{bad} weights differ beyond {engine.dtype} rounding "
                                                                f"(first: {first})"))
@@ -293,7 +297,7 @@ class Publisher:
         then takes as the base of later adapters)."""
         import torch
 
-        dtype = getattr(torch, str(self.info.dtype).removeprefix("torch."))
+        dtype = getattr(torch, str(self.info.dtype).removeprefix("torch."))  # third-party: torch's dtype by its name
         return WeightUpdate({name: w.detach().to("cpu", dtype, copy=True) for name, w in self.policy.base_weights()})
 
     def _refusal(self, what: str) -> str:
@@ -342,7 +346,3 @@ class Publisher:
         trained = full[0, len(prompt):].float().cpu()
         return float((trained - torch.tensor(served[: len(out)], dtype=torch.float32)).abs().max())
 
-
-def _holds_weights(engine: Any) -> bool:
-    """An engine object of this process with a transformers model in it (vLLM's ``model`` is a name)."""
-    return engine.supports_rebase and hasattr(getattr(engine, "model", None), "named_parameters")

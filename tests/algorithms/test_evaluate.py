@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-import agentbolt.algorithm
+import agentbolt.algorithms
 import agentbolt.algorithms
 from agentbolt.algorithms import AlgorithmContext, Evaluate, EvaluationResult, EvaluationRow
 from agentbolt.runner import Runner
@@ -97,9 +97,3 @@ async def test_context_wait_returns_unfinished_rollouts_after_timeout() -> None:
     assert all(r.mode == RolloutMode.TEST for r in rollouts)
     waited = await ctx.wait(rollouts, timeout=0.05)
     assert [r.status for r in waited] == [RolloutStatus.QUEUING, RolloutStatus.QUEUING]
-
-
-def test_algorithm_alias_exports_the_same_names() -> None:
-    assert agentbolt.algorithm.__all__ == agentbolt.algorithms.__all__
-    for name in agentbolt.algorithms.__all__:
-        assert getattr(agentbolt.algorithm, name) is getattr(agentbolt.algorithms, name)

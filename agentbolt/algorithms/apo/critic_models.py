@@ -19,6 +19,7 @@ __all__ = ["chat_model_for", "check_model_spec"]
 
 def check_model_spec(spec: Any, name: str) -> Any:
     """``spec`` if it names a model APO can talk to, else an :class:`APOError` saying what would."""
+    # third-party: the user's own chat model, duck-typed (it need not subclass anything of ours)
     if isinstance(spec, LLM) or spec == "gateway" or callable(getattr(spec, "chat", None)):
         return spec
     raise APOError(f"{name} must be an agentbolt.LLM(endpoint=..., model=..., api_key=...), 'gateway' (the run's "
@@ -33,7 +34,7 @@ def chat_model_for(
     if isinstance(spec, LLM):
         return HttpChatModel(spec, timeout=cfg.llm_timeout, **retry), True
     if spec == "gateway":
-        engine = getattr(ctx.gateway, "engine", None)
+        engine = ctx.gateway.engine if ctx.gateway is not None else None
         if engine is not None:
             return EngineChatModel(engine, **retry), True
         from agentbolt.store.http import HttpStore

@@ -20,7 +20,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
 import orjson
@@ -32,6 +32,9 @@ from agentbolt.algorithms.apo.placeholders import (
     placeholders,
 )
 from agentbolt.types import LLM
+
+if TYPE_CHECKING:
+    from agentbolt.gateway.engine import Engine
 
 __all__ = [
     "CRITIC_SYSTEM",
@@ -321,7 +324,7 @@ class EngineChatModel:
     """The run's own engine (``gateway.engine`` in this process), called directly: the
     call is not part of any rollout and is not recorded."""
 
-    def __init__(self, engine: Any, *, model: str = "policy", max_retries: int = 4, retry_backoff: float = 1.0,
+    def __init__(self, engine: Engine, *, model: str = "policy", max_retries: int = 4, retry_backoff: float = 1.0,
                  name: str = "critic") -> None:
         self.engine = engine
         self.model = model
@@ -338,7 +341,7 @@ class EngineChatModel:
             body["temperature"] = temperature
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
-        what = f"{self.name} call to the run's {getattr(self.engine, 'name', 'engine')} engine"
+        what = f"{self.name} call to the run's {self.engine.name} engine"
 
         async def once() -> Any:
             try:

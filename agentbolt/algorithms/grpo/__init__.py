@@ -72,5 +72,5 @@ def __getattr__(name: str) -> Any:
     if name in _TORCH_NAMES:
         from agentbolt.algorithms.grpo import loss
 
-        return getattr(loss, name)
+        return vars(loss)[name]
     raise AttributeError(f"module 'agentbolt.algorithms.grpo' has no attribute {name!r}")

@@ -119,6 +119,7 @@ class GRPO(Algorithm):
     the model the in-process transformers engine serves. The engine serving rollouts
     must start from the same weights; GRPO publishes every update to it.
     """
+    data_parallel = True  # under torchrun, ranks > 0 run follow()
 
     def __init__(self, config: GRPOConfig | None = None, *, model: Any = None, tokenizer: Any = None,
                  console: Console | None = None, group_reward: GroupReward | None = None,
@@ -131,7 +132,7 @@ class GRPO(Algorithm):
         self.tokenizer = tokenizer
         self.console = console or Console(stderr=True)
         self.policy: Any = None
-        self.adapter = SampleAdapter(self.config.agent_match)
+        self.adapter: SampleAdapter = SampleAdapter(self.config.agent_match)
         """Spans → the samples GRPO trains on (``Trainer.dev`` previews the same)."""
         self.group_reward = group_reward
         """Scores each group once its rollouts finished, before advantages (an LLM judge:

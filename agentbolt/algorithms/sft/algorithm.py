@@ -171,7 +171,7 @@ class SFT(Algorithm):
         given = await self._given_rollouts(ctx) if found is None else None  # before this run makes any
         info = await engine_info(control) if control is not None else None
         self.policy = policy = await asyncio.to_thread(self._make_policy, control, policy_device(None, info))
-        self._publisher = None if info is None else Publisher(control, policy, info,
+        self._publisher = None if info is None or control is None else Publisher(control, policy, info,
                                                               adapter_dir=run_dir / "adapters")
         if self._publisher is not None:
             self._publisher.require_supported()

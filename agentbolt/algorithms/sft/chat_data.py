@@ -73,6 +73,7 @@ class ChatData:
 
 
 def _template_name(tokenizer: Any) -> str:
+    # third-party: a transformers tokenizer: fields vary by tokenizer
     return f"the chat template of {getattr(tokenizer, 'name_or_path', None) or type(tokenizer).__name__!r}"
 
 
@@ -84,7 +85,9 @@ def _clean(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _end_of_turn_ids(tokenizer: Any) -> set[int]:
+    # third-party: a transformers tokenizer: fields vary by tokenizer
     ids = {tokenizer.eos_token_id} if isinstance(getattr(tokenizer, "eos_token_id", None), int) else set()
+    # third-party: a transformers tokenizer: fields vary by tokenizer
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
     for token in _END_OF_TURN:
         tid = tokenizer.convert_tokens_to_ids(token)
@@ -95,6 +98,7 @@ def _end_of_turn_ids(tokenizer: Any) -> set[int]:
 
 class _Renderer:
     def __init__(self, tokenizer: Any, tools: Any) -> None:
+        # third-party: a transformers tokenizer: fields vary by tokenizer
         if not getattr(tokenizer, "chat_template", None):
             raise ChatTemplateError(
                 f"{_template_name(tokenizer)} is missing: SFT renders records with the model's chat template; "

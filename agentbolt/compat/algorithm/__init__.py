@@ -11,4 +11,4 @@ from agentbolt.compat.resolution import module_getattr
 __all__ = ["APO", "Algorithm", "Baseline", "FastAlgorithm", "FunctionalAlgorithm", "V03Algorithm", "algo"]
 
 
-__getattr__ = module_getattr(__name__)  # v0.3 names of this module defined elsewhere, or not provided (why)
+__getattr__ = module_getattr(__name__)  # third-party: v0.3 names defined elsewhere, or not provided (why)

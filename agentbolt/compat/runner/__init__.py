@@ -29,6 +29,7 @@ from agentbolt.types import Claim, Rollout, RolloutStatus
 
 __all__ = ["LitAgentRunner", "Runner", "TraceWatcher", "V03Hook", "v03_hooks"]
 
+T_value = TypeVar("T_value")
 T_task = TypeVar("T_task")
 
 
@@ -94,19 +95,13 @@ class LitAgentRunner(Generic[T_task]):
             self.teardown()
 
     def get_agent(self) -> Any:
-        return self._require("_agent", "agent")
+        return _required(self._agent, "agent")
 
     def get_store(self) -> LightningStore:
-        return self._require("_store", "store")
+        return _required(self._store, "store")
 
     def get_worker_id(self) -> str:
         return f"lit-agent-runner-{self.worker_id if self.worker_id is not None else 0}"
-
-    def _require(self, attr: str, what: str) -> Any:
-        value = getattr(self, attr)
-        if value is None:
-            raise RuntimeError(f"this runner has no {what}: use `with runner.run_context(agent=..., store=...):`")
-        return value
 
     # ------------------------------------------------------------------ running
     async def step(self, input: T_task, *, resources: NamedResources | None = None, mode: str | None = None,
@@ -115,7 +110,7 @@ class LitAgentRunner(Generic[T_task]):
         rollout. ``resources`` are published as a new version for it (default: the latest).
         A failed rollout raises ``RuntimeError`` with the agent's error."""
         store = self.get_store()
-        runner = self._require("_runner", "worker set-up")
+        runner = _required(self._runner, "worker set-up")
         resources_id = (await store.add_resources(resources)).resources_id if resources is not None else None
         started = await store.start_rollout(input=input, mode=mode, resources_id=resources_id,
                                             worker_id=self.get_worker_id())
@@ -132,7 +127,7 @@ class LitAgentRunner(Generic[T_task]):
     async def iter(self, *, event: Any = None) -> None:
         """Claim and run queued rollouts until ``event`` is set (a ``threading.Event``,
         ``asyncio.Event`` or v0.3 ``ExecutionEvent``) or ``max_rollouts`` have run."""
-        runner = self._require("_runner", "worker set-up")
+        runner = _required(self._runner, "worker set-up")
         stop = asyncio.Event()
         watcher = asyncio.create_task(_forward(event, stop)) if event is not None else None
         try:
@@ -176,6 +171,7 @@ class V03Hook:
 
     def __getattr__(self, name: str) -> Any:
         hook = self.__dict__.get("hook")
+        # third-party: the user's v0.3 hook object, any class
         fn = getattr(hook, name, None) if name in HOOK_NAMES else None
         if fn is None or _is_base_noop(fn, name):
             raise AttributeError(name)
@@ -204,4 +200,10 @@ def _accepts(fn: Any, name: str) -> bool:
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-__getattr__ = module_getattr(__name__)  # v0.3 names of this module defined elsewhere, or not provided (why)
+def _required(value: T_value | None, what: str) -> T_value:
+    if value is None:
+        raise RuntimeError(f"this runner has no {what}: use `with runner.run_context(agent=..., store=...):`")
+    return value
+
+
+__getattr__ = module_getattr(__name__)  # third-party: v0.3 names defined elsewhere, or not provided (why)

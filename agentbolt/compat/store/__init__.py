@@ -78,7 +78,7 @@ class LightningStore:
     def __getattr__(self, name: str) -> Any:
         if name == "store":  # not set yet (during unpickling)
             raise AttributeError(name)
-        return getattr(self.store, name)
+        return getattr(self.store, name)  # third-party: v0.3 code calls any agentbolt store method through this wrapper
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} over {type(self.store).__name__}>"
@@ -434,11 +434,11 @@ def _client(server_address: str, token: str | None) -> LightningStoreClient:
 
 
 def _equals(field: str, want: Any, span: Span) -> bool:
-    return bool(getattr(span, field) == want)
+    return bool(getattr(span, field) == want)  # third-party: v0.3's filter names a span field
 
 
 def _contains(field: str, part: str, span: Span) -> bool:
-    return part in (getattr(span, field) or "")
+    return part in (getattr(span, field) or "")  # third-party: v0.3's filter names a span field
 
 
 def LightningStoreThreaded(store: LightningStore | Store) -> LightningStore:
@@ -457,4 +457,4 @@ def as_store(store: Any) -> Any:
 
 
 
-__getattr__ = module_getattr(__name__)  # v0.3 names of this module defined elsewhere, or not provided (why)
+__getattr__ = module_getattr(__name__)  # third-party: v0.3 names defined elsewhere, or not provided (why)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentbolt import semconv
 from agentbolt.compat.resolution import module_getattr
+from agentbolt.compat.types.page import PaginatedResult
 from agentbolt.compat.types.span import Span
 from agentbolt.compat.types.tracer import (
     Event,
@@ -34,7 +35,6 @@ from agentbolt.types import (
     LLM,
     Attempt,
     AttemptStatus,
-    Page,
     PromptTemplate,
     Resource,
     Resources,
@@ -124,10 +124,6 @@ class ProxyLLM(LLM):
             return self.endpoint
         return prefix + route + ("/v1" if has_v1 else "")
 
-
-PaginatedResult = Page
-"""A page of query results: iterates over its items (``next_cursor`` instead of v0.3's
-``offset``/``total``)."""
 
 StatusCode = SpanStatus
 """A span's status: ``unset``, ``ok`` or ``error``."""
@@ -279,4 +275,4 @@ class SpanAttributeNames(str, Enum):
 
 
 
-__getattr__ = module_getattr(__name__)  # v0.3's names agentbolt does not provide say why
+__getattr__ = module_getattr(__name__)  # third-party: v0.3's names agentbolt does not provide say why

@@ -105,4 +105,4 @@ class SpanRecordingContext(Protocol):
     def get_recorded_span(self) -> SpanCoreFields: ...
 
 
-__getattr__ = module_getattr(__name__)  # Span, SpanNames, ... (agentbolt.compat.types)
+__getattr__ = module_getattr(__name__)  # third-party: v0.3's Span, SpanNames, ... (agentbolt.compat.types)

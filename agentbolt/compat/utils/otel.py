@@ -100,7 +100,7 @@ def _span_field(span: Any, key: str) -> Any:
             if ctx is None:
                 return None
             return trace.format_span_id(ctx.span_id) if key == "span_id" else trace.format_trace_id(ctx.trace_id)
-        return getattr(span, key)
+        return getattr(span, key)  # third-party: a v0.3 caller's span field by name
     return (span.attributes or {}).get(key)
 
 

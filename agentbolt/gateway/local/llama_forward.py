@@ -37,24 +37,34 @@ _STATIC_ROPE = {None, "default", "linear", "llama3", "yarn"}
 
 def unsupported_reason(model: Any) -> str | None:
     """Why ``model`` cannot run on :class:`RaggedLlama` (None when it can)."""
+    # third-party: a transformers model's modules and config, checked for a supported layout
     config = getattr(model, "config", None)
+    # third-party: a transformers model's modules and config, checked for a supported layout
     kind = getattr(config, "model_type", None)
     if kind not in _FAMILIES:
         return f"model_type {kind!r} is not one of {sorted(_FAMILIES)}"
+    # third-party: a transformers model's modules and config, checked for a supported layout
     inner = getattr(model, "model", None)
     if inner is None or not hasattr(inner, "layers") or not hasattr(model, "lm_head"):
         return "not a <Family>ForCausalLM with .model.layers and .lm_head"
+    # third-party: a transformers model's modules and config, checked for a supported layout
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", kind == "mistral"):
         return "sliding-window attention"
+    # third-party: a transformers model's modules and config, checked for a supported layout
     if any(t != "full_attention" for t in (getattr(config, "layer_types", None) or [])):
         return "layers other than full attention"
+    # third-party: a transformers model's modules and config, checked for a supported layout
     rotary = getattr(inner, "rotary_emb", None)
+    # third-party: a transformers model's modules and config, checked for a supported layout
     if rotary is None or getattr(rotary, "rope_type", None) not in _STATIC_ROPE:
+        # third-party: a transformers model's modules and config, checked for a supported layout
         return f"rope type {getattr(rotary, 'rope_type', None)!r} (only position-independent tables are supported)"
     for layer in inner.layers:
+        # third-party: a transformers model's modules and config, checked for a supported layout
         attn = getattr(layer, "self_attn", None)
         if attn is None or not all(hasattr(attn, p) for p in ("q_proj", "k_proj", "v_proj", "o_proj", "scaling")):
             return "attention without q/k/v/o projections"
+        # third-party: a transformers model's modules and config, checked for a supported layout
         mlp = getattr(layer, "mlp", None)
         if mlp is None or not all(hasattr(mlp, p) for p in ("gate_proj", "up_proj", "down_proj", "act_fn")):
             return "an MLP other than down(act(gate(x)) * up(x))"
@@ -113,6 +123,7 @@ class PackedLinears:
 
 def _norm(module: Any, x: torch.Tensor) -> torch.Tensor:
     """An RMSNorm as one fused op when it is the standard one (weight x x / rms), else the module."""
+    # third-party: a transformers model's modules and config, checked for a supported layout
     eps = getattr(module, "variance_epsilon", None)
     if eps is not None and type(module).__name__.endswith("RMSNorm") and x.dtype == torch.float32:
         return F.rms_norm(x, (x.shape[-1],), module.weight, eps)
@@ -147,8 +158,10 @@ class RaggedLlama:
         self.layers = list(model.model.layers)
         config = model.config
         self.heads = int(config.num_attention_heads)
+        # third-party: a transformers model's modules and config, checked for a supported layout
         self.kv_heads = int(getattr(config, "num_key_value_heads", None) or self.heads)
         self.group = self.heads // self.kv_heads
+        # third-party: a transformers model's modules and config, checked for a supported layout
         self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // self.heads)
         self.slots = slots
         self.max_len = max_len
@@ -181,12 +194,15 @@ class RaggedLlama:
         if length > self.max_len:
             raise ValueError(f"{length} positions exceed the model's context window ({self.max_len})")
         new = min(self.max_len, -(-max(length, self.capacity * 5 // 4) // 64) * 64)
-        for name in ("k", "v"):
-            old = getattr(self, name)
-            grown = torch.zeros((*old.shape[:3], new, self.head_dim), dtype=self.dtype, device=self.device)
-            grown[:, :, :, : self.capacity] = old
-            setattr(self, name, grown)
+        self.k = self._grown(self.k, new)  # one at a time: at most one old cache and its copy at once
+        self.v = self._grown(self.v, new)
         self.capacity = new
+
+    def _grown(self, old: torch.Tensor, positions: int) -> torch.Tensor:
+        """``old`` (a K or V cache) copied into a cache of ``positions`` positions."""
+        grown = torch.zeros((*old.shape[:3], positions, self.head_dim), dtype=self.dtype, device=self.device)
+        grown[:, :, :, : self.capacity] = old
+        return grown
 
     def move(self, src: int, dst: int, length: int) -> None:
         """Copy slot ``src``'s first ``length`` positions into slot ``dst``."""

@@ -18,6 +18,7 @@ import orjson
 
 from agentbolt.gateway.messages.errors import error_body
 from agentbolt.gateway.messages.translate import message_object, stop_of, tool_use_id, usage_of
+from agentbolt.gateway.streaming import close_stream
 
 __all__ = ["MessagesStream"]
 
@@ -131,6 +132,4 @@ class MessagesStream:
                                            "usage": final})
             yield _event("message_stop", {})
         finally:
-            close = getattr(chunks, "aclose", None)
-            if close is not None:
-                await close()
+            await close_stream(chunks)

@@ -16,6 +16,17 @@ from agentbolt.types import Page, Resources, Rollout, Span
 
 __all__ = ["resources_page", "rollout_page", "span_page"]
 
+_FIELDS: dict[str, Callable[[Rollout], Any]] = {
+    "updated_at": lambda r: r.updated_at,
+    "rollout_id": lambda r: r.rollout_id,
+    "reward": lambda r: r.reward,
+    "start_time": lambda r: r.start_time,
+    "end_time": lambda r: r.end_time,
+    "attempt_count": lambda r: r.attempt_count,
+}
+"""The plain-field sort keys of :data:`~agentbolt.store.pagination.ROLLOUT_SORT_KEYS`
+(``created_at`` and ``duration`` are computed)."""
+
 
 def rollout_page(
     rows: list[Rollout],
@@ -35,7 +46,7 @@ def rollout_page(
         if sort_by == "duration":
             duration = r.end_time - r.start_time if r.end_time is not None and r.start_time is not None else None
             return sort_tuple(duration, r.rollout_id)
-        return sort_tuple(getattr(r, sort_by), r.rollout_id)
+        return sort_tuple(_FIELDS[sort_by](r), r.rollout_id)
 
     rows.sort(key=key, reverse=descending)
     if after is not None:

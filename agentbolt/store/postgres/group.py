@@ -41,8 +41,8 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import psycopg
 import psycopg.errors
@@ -60,11 +60,23 @@ from agentbolt.store.postgres.tx import (
 )
 from agentbolt.store.sql.op_results import settle
 
-__all__ = ["WriteGroups", "WriteOp"]
+__all__ = ["JoinableOp", "WriteGroups", "WriteOp"]
 
 log = logging.getLogger("agentbolt.store.postgres")
 
 WriteOp = Callable[[psycopg.AsyncConnection[Any], PgTx], Awaitable[Any]]
+
+
+@runtime_checkable
+class JoinableOp(Protocol):
+    """A write op a group may run in one call with others of its kind
+    (:class:`~agentbolt.store.postgres.together.BoundOp`): ``together(conn, tx, ops)``
+    returns one value per op; None when the op always runs alone."""
+
+    together: Callable[[Any, PgTx, Sequence[Any]], Awaitable[list[Any]]] | None
+
+    def __call__(self, conn: Any, tx: PgTx, /) -> Awaitable[Any]: ...
+
 _Item = tuple[WriteOp, "asyncio.Future[Any]"]
 _GROUP_TRIES = 2  # as a group; then each op on its own
 
@@ -267,20 +279,20 @@ class WriteGroups:
 
 
 def _together(ops: list[WriteOp]) -> dict[int, list[int]]:
-    """Ops that run as one call: those with the same ``together`` function (an attribute
-    of the op: claims), at the place of the first of them. Maps that first op's index to
-    the indices of all of them (two or more)."""
+    """Ops that run as one call: :class:`JoinableOp` ones with the same ``together``
+    function (claims, ...), at the place of the first of them. Maps that first op's index
+    to the indices of all of them (two or more)."""
     by_fn: dict[Any, list[int]] = {}
     for i, fn in enumerate(ops):
-        joint = getattr(fn, "together", None)
-        if joint is not None:
-            by_fn.setdefault(joint, []).append(i)
+        if isinstance(fn, JoinableOp) and fn.together is not None:
+            by_fn.setdefault(fn.together, []).append(i)
     return {members[0]: members for members in by_fn.values() if len(members) > 1}
 
 
 def _joint(first: WriteOp, ops: list[WriteOp]) -> Callable[[Any, PgTx], Awaitable[list[Any]]]:
     """The op running ``ops`` together: ``first.together(conn, tx, ops)``, one value each."""
-    together = getattr(first, "together")  # noqa: B009 - an optional attribute of some ops
+    together = first.together if isinstance(first, JoinableOp) else None
+    assert together is not None, "only ops that _together joined run as one"
 
     def run(conn: Any, tx: PgTx) -> Awaitable[list[Any]]:
         return together(conn, tx, ops)

@@ -49,6 +49,7 @@ from agentbolt.store.postgres.settings import (
     unreachable_message,
 )
 from agentbolt.store.postgres.together import BoundOp
+from agentbolt.store.sql.ops import MetricOps, ReadOps, WriteOps
 from agentbolt.store.sql.store import SqlStore
 
 __all__ = ["PostgresSettings", "PostgresStore", "parse_postgres_url"]
@@ -85,9 +86,9 @@ class PostgresStore(SqlStore):
     each deadline check.
     """
 
-    _reads = reads
-    _writes = writes
-    _metric_ops = metrics
+    _reads: ReadOps = reads  # annotated: a type checker then checks each module against its protocol
+    _writes: WriteOps = writes
+    _metric_ops: MetricOps = metrics
 
     def __init__(
         self,

@@ -20,7 +20,6 @@ import abc
 import contextvars
 import functools
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Any, TypeVar
 
 from agentbolt.store.base import Store
@@ -29,6 +28,7 @@ from agentbolt.store.notify import ChangeNotifier
 from agentbolt.store.pagination import check_cap, check_limit, check_sort_key, decode_cursor
 from agentbolt.store.search import search_needle
 from agentbolt.store.sql import reads
+from agentbolt.store.sql.ops import MetricOps, Op, ReadOps, WriteOps
 from agentbolt.store.sql.reads import Plan
 from agentbolt.types import (
     Attempt,
@@ -60,25 +60,26 @@ class SqlStore(Store):
     """The store calls shared by :class:`~agentbolt.store.sqlite.SqliteStore` and
     :class:`~agentbolt.store.postgres.PostgresStore`.
 
-    A subclass names its modules (``_reads``: ``run_plan`` and ``DIALECT``; ``_writes``;
-    ``_metric_ops``: ``add_metrics``), keeps its ``_notifier`` (woken when a write
-    finishes a rollout) and ``_secret`` (loaded by :meth:`start`), and implements
-    :meth:`_read`, :meth:`_write`, :meth:`_longest_wait` and :meth:`delete_spans`.
+    A subclass names its operation modules, typed by :mod:`agentbolt.store.sql.ops`
+    (``_reads``: ``run_plan`` and ``DIALECT``; ``_writes``; ``_metric_ops``: ``add_metrics``),
+    keeps its ``_notifier`` (woken when a write finishes a rollout) and ``_secret`` (loaded
+    by :meth:`start`), and implements :meth:`_read`, :meth:`_write`, :meth:`_longest_wait`
+    and :meth:`delete_spans`.
     """
 
-    _reads: ModuleType
-    _writes: ModuleType
-    _metric_ops: ModuleType
+    _reads: ReadOps
+    _writes: WriteOps
+    _metric_ops: MetricOps
     _notifier: ChangeNotifier
     _secret: bytes | None
 
     # ------------------------------------------------------------------ running operations
     @abc.abstractmethod
-    async def _read(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    async def _read(self, fn: Op, /, *args: Any, **kwargs: Any) -> Any:
         """Run the read operation ``fn`` with these arguments, in one read transaction."""
 
     @abc.abstractmethod
-    async def _write(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    async def _write(self, fn: Op, /, *args: Any, **kwargs: Any) -> Any:
         """Run the write operation ``fn`` with these arguments; returns once committed."""
 
     async def _plan(self, plan: Callable[..., Plan[T]], /, *args: Any, **kwargs: Any) -> T:

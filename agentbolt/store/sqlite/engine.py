@@ -212,6 +212,12 @@ class GroupCommitWriter:
         return results
 
 
+class _ThreadConn(threading.local):
+    """Each reader thread's own connection (None until its first read)."""
+
+    conn: sqlite3.Connection | None = None
+
+
 class ReaderPool:
     """Runs read functions on a few threads, each with its own connection, each call in
     one read transaction (a consistent snapshot)."""
@@ -220,13 +226,13 @@ class ReaderPool:
         self, connect: Callable[[], sqlite3.Connection], size: int, name: str = "agentbolt-sqlite-read"
     ) -> None:
         self._connect = connect
-        self._local = threading.local()
+        self._local = _ThreadConn()
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        conn = self._local.conn
         if conn is None:
             conn = self._connect()
             self._local.conn = conn

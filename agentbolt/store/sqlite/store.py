@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from agentbolt.store.errors import InvalidRequestError, StoreUnavailableError
 from agentbolt.store.notify import ChangeNotifier
+from agentbolt.store.sql.ops import MetricOps, ReadOps, WriteOps
 from agentbolt.store.sql.store import SqlStore
 from agentbolt.store.sqlite import metrics, reads, retention, writes
 from agentbolt.store.sqlite.engine import GroupCommitWriter, ReaderPool, WriteTx
@@ -59,9 +60,9 @@ class SqliteStore(SqlStore):
     chunked span deletion and :meth:`vacuum`.
     """
 
-    _reads = reads
-    _writes = writes
-    _metric_ops = metrics
+    _reads: ReadOps = reads  # annotated: a type checker then checks each module against its protocol
+    _writes: WriteOps = writes
+    _metric_ops: MetricOps = metrics
 
     def __init__(
         self,

@@ -168,4 +168,4 @@ def test_validation_calls_are_greedy_unless_the_gateway_config_says_otherwise() 
 
 
 def test_the_names_are_exported_where_guides_look() -> None:
-    assert agentbolt.algorithm.APO is APO and agentbolt.algorithms.Candidate is Candidate
+    assert agentbolt.algorithms.APO is APO and agentbolt.algorithms.Candidate is Candidate
