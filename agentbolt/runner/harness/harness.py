@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentbolt.runner.agent import LitAgent
+from agentbolt.runner.harness import evaluation
 from agentbolt.runner.harness.calls import refused_calls
 from agentbolt.runner.harness.credentials import (
     Credentials,
@@ -68,7 +69,7 @@ from agentbolt.runner.harness.errors import (
     HarnessStartError,
     HarnessTimeoutError,
 )
-from agentbolt.runner.harness.evaluation import host_evaluator, inside_evaluator, program_reward, verdict
+from agentbolt.runner.harness.evaluation import host_evaluator, inside_evaluator, program_reward
 from agentbolt.runner.harness.isolated import IsolatedExecutor
 from agentbolt.runner.harness.launch import launch_profile
 from agentbolt.runner.harness.local import (
@@ -329,8 +330,7 @@ class Harness(LitAgent):
         await self._conclude(ctx, fields, spec, result, tmp, box, lambda: read_reward_file(reward_file))
 
     def _tests(self, fields: Mapping[str, str]) -> Path | None:
-        named = fields.get("tests")
-        return Path(named).absolute() if named else self.tests
+        return Path(fields["tests"]).absolute() if fields.get("tests") else self.tests
 
     async def _run_isolated(
         self, ctx: AttemptContext, task: Any, creds: Credentials, tmp: Path, executor: IsolatedExecutor
@@ -405,7 +405,7 @@ class Harness(LitAgent):
                 f"{spec.argv[0]} was killed by signal {-(result.exit_code or 0)}" + stderr_hint(result)
             )
         if result.evaluator is not None:  # the executor ran it inside, after the program
-            emit_reward_of(verdict(spec.evaluator or spec, result.evaluator, self.evaluator_timeout))
+            emit_reward_of(self.verdict(spec.evaluator or spec, result.evaluator))
         elif self.evaluator is not None:
             emit_reward_of(await self._evaluate(ctx, fields, result, tmp, box))
         else:
@@ -420,7 +420,12 @@ class Harness(LitAgent):
         spec = host_evaluator(render_command(self.evaluator, fields), ctx=ctx, fields=fields, program=program,
                               tmp=tmp, box=box, env=env, tests=self._tests(fields), cwd=self.cwd,
                               timeout=self.evaluator_timeout, stderr_tail_bytes=self.stderr_tail_bytes)
-        return verdict(spec, await self._execute(spec, "evaluator", here=True), self.evaluator_timeout)
+        return self.verdict(spec, await self._execute(spec, "evaluator", here=True))
+
+    def verdict(self, spec: ProcessSpec, result: ProcessResult) -> Reward:
+        """The reward of the evaluator run ``spec`` that ended as ``result`` (the last line it
+        printed, else ``EvaluatorError``); a harness whose evaluator reports otherwise overrides it."""
+        return evaluation.verdict(spec, result, self.evaluator_timeout)
 
     async def _execute(self, spec: ProcessSpec, what: str, *, here: bool = False) -> ProcessResult:
         """Run ``spec`` on the harness's executor; ``here``: on this machine when that
@@ -434,11 +439,8 @@ class Harness(LitAgent):
     def _slot(self) -> asyncio.Semaphore | contextlib.nullcontext[None]:
         if self.concurrency is None:
             return contextlib.nullcontext()
-        loop = asyncio.get_running_loop()
-        slot = self._slots.get(loop)
-        if slot is None:
-            slot = self._slots[loop] = asyncio.Semaphore(self.concurrency)
-        return slot
+        loop = asyncio.get_running_loop()  # one semaphore per event loop: they are bound to theirs
+        return self._slots.setdefault(loop, asyncio.Semaphore(self.concurrency))
 
 
 def _remove(tmp: Path) -> None:

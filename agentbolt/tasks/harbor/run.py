@@ -117,9 +117,9 @@ class HarborHarness(Harness):
             self._images_checked.add(str(task["task_dir"]))
         return await super().training_rollout(task)
 
-    def _verdict(self, spec: ProcessSpec, result: ProcessResult) -> Reward:
+    def verdict(self, spec: ProcessSpec, result: ProcessResult) -> Reward:
         if result.timed_out or result.exit_code != 0:
-            return super()._verdict(spec, result)  # raises, saying why
+            return super().verdict(spec, result)  # raises, saying why
         try:
             found = reward_of(last_line(result.stdout.decode("utf-8", "replace")), primary=self.primary_reward)
         except HarborRewardError as exc:
