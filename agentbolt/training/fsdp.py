@@ -62,10 +62,6 @@ def shard_model(model: Any, *, compute_dtype: torch.dtype = torch.float32) -> bo
         fully_shard(list(split), mp_policy=mp)
     fully_shard(model, mp_policy=mp)
     _first_forward(model)
-    unowned = [n for n, p in model.named_parameters() if not isinstance(p, torch.distributed.tensor.DTensor)]
-    if unowned:
-        raise ValueError(f"FSDP: {len(unowned)} weights lie outside the model's backbone and output layer "
-                         f"(e.g. {unowned[:2]}); this model cannot be sharded by agentbolt")
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.set_gradient_divide_factor(1.0)  # sum: each rank's loss is already its share
@@ -133,11 +129,12 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 def grad_norm(params: Iterable[torch.nn.Parameter], max_norm: float | None) -> float:
     """The global gradient norm over all ranks' shards, the gradients clipped to ``max_norm``."""
     params = [p for p in params if p.grad is not None]
-    squares = torch.zeros((), dtype=torch.float64)
-    for p in params:
-        squares += float((_local(p.grad).double() ** 2).sum())  # type: ignore[arg-type]
+    if not params:
+        return 0.0
+    squares = sum((_local(p.grad).double().square().sum() for p in params),  # type: ignore[arg-type]
+                  torch.zeros((), dtype=torch.float64, device=_local(params[0].grad).device))  # type: ignore[arg-type]
     if dist.is_distributed():
-        torch.distributed.all_reduce(squares)
+        torch.distributed.all_reduce(squares)  # the shards' squares: the whole gradient's
     norm = float(squares.sqrt())
     if max_norm is not None and norm > 0:
         coef = min(max_norm / (norm + 1e-6), 1.0)

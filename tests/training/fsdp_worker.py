@@ -1,13 +1,15 @@
 """FSDP2 GRPO worker, launched by ``test_fsdp.py`` under torchrun (gloo, 2 CPU processes).
 
-    python -m torch.distributed.run --nproc_per_node 2 --master_port P fsdp_worker.py full|lora OUT
+    python -m torch.distributed.run --nproc_per_node 2 --master_port P fsdp_worker.py full|lora|sft OUT
 
 Every rank builds the same seeded policy with ``sharding="fsdp"`` and runs :func:`run`:
 two ``PolicyUpdate.step`` calls on the data-parallel test's batch (gathered gradients,
 weights, loss and logprobs recorded), the bytes it holds, a DCP checkpoint that a fresh
 sharded policy resumes from (both then take a third step), and an export of the gathered
 model (and adapter). The test runs :func:`run` in one process, where nothing is sharded,
-and compares. Each rank writes ``OUT/rank<r>.pt``.
+and compares. ``sft``: one SFT optimizer step on chat records (:func:`run_sft`), plus what
+only exists across ranks: ``Trainer.fit``'s refusal, and a bfloat16 update through FSDP's
+mixed precision. Each rank writes ``OUT/rank<r>.pt``.
 """
 
 from __future__ import annotations
@@ -104,13 +106,55 @@ def run(mode: str, out: Path) -> dict[str, Any]:
     return report
 
 
+RECORDS = [{"messages": [{"role": "user", "content": f"say {i % 3}" + "!" * i},
+                         {"role": "assistant", "content": f"number {i % 3}"}]} for i in range(5)]
+
+
+def run_sft() -> dict[str, Any]:
+    """One SFT optimizer step on five records in small micro-batches, full fine-tuning;
+    the gradient it stepped on (gathered) and the weights after."""
+    from agentbolt.algorithms.sft import SFTConfig, encode_records
+    from agentbolt.algorithms.sft.update import SFTUpdate
+
+    policy = build_policy("full")
+    samples = encode_records(RECORDS, policy.tokenizer, max_seq_len=512).samples
+    cfg = SFTConfig(epochs=1, batch_size=len(samples), learning_rate=1e-2, warmup_ratio=0.0, lr_schedule="constant",
+                    micro_batch_tokens=64, lora=None)
+    grads: list[dict[str, torch.Tensor]] = []
+
+    def keep_gradient(*_: Any) -> None:  # after the step: the clipped gradient is still on the weights
+        grads.append({n: whole(p.grad) for n, p in policy.model.named_parameters() if p.grad is not None})
+
+    stats = SFTUpdate(policy, cfg).run(samples, on_step=keep_gradient)
+    return {"sharded": policy.sharded, "params": params(policy), "loss": stats.loss, "grad_norm": stats.grad_norm,
+            "steps": [{"grads": grads[0], "tokens": stats.trained_tokens, "lr": cfg.learning_rate, "adam_eps": 1e-8}]}
+
+
+def refuses_fit() -> bool:
+    try:
+        fsdp.for_fit("fsdp")
+    except NotImplementedError:
+        return True
+    return False
+
+
+def run_bf16() -> dict[str, Any]:
+    """A full fine-tuning update computed in bfloat16: loss and the (float32) weights after."""
+    torch.set_num_threads(1)
+    model, tok = tiny_model(seed=1, vocab="bytes", hidden=32, n_layers=2)
+    policy = Policy(model, tok, lora=None, dtype="bfloat16", sharding="fsdp")
+    update, _ = make_update(policy)
+    stats = update.step(build_samples(policy), current_version=0)
+    return {"loss": stats.loss, "params": params(policy)}
+
+
 def main() -> None:
     import torch.distributed as tdist
 
     mode, out = sys.argv[1], Path(sys.argv[2])
     tdist.init_process_group("gloo")
     try:
-        report = run(mode, out)
+        report = run(mode, out) if mode != "sft" else {**run_sft(), "refuses_fit": refuses_fit(), "bf16": run_bf16()}
         torch.save(report, out / f"rank{tdist.get_rank()}.pt")
     finally:
         tdist.destroy_process_group()
