@@ -37,11 +37,12 @@ PROBE = torch.tensor([[1, 40, 41, 42, 43, 44, 45, 2], [7, 8, 9, 10, 11, 12, 13, 
 
 def build_policy(mode: str) -> Policy:
     """The same policy in every process: a seeded tiny model (two blocks), all weights
-    trained (``full``) or a seeded LoRA adapter (``lora``)."""
+    trained with gradient checkpointing (``full``), or a seeded LoRA adapter without (``lora``)."""
     torch.set_num_threads(1)
     model, tok = tiny_model(seed=1, vocab="bytes", hidden=32, n_layers=2)
     torch.manual_seed(5)  # the adapter's initialisation
-    return Policy(model, tok, lora=LORA if mode == "lora" else None, sharding="fsdp")
+    return Policy(model, tok, lora=LORA if mode == "lora" else None, sharding="fsdp",
+                  gradient_checkpointing=mode == "full")
 
 
 def make_update(policy: Policy) -> tuple[PolicyUpdate, list[dict[str, torch.Tensor]]]:

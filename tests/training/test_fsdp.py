@@ -1,8 +1,9 @@
 """The policy sharded with FSDP2 (``sharding="fsdp"``) under torchrun (gloo, 2 CPU
 processes) trains as one process does, holding half of it per rank.
 
-For full fine-tuning and for a LoRA adapter, on the tiny model (two blocks), with the
-data-parallel test's batch (:mod:`tests.algorithms.grpo.dp_worker`), two updates:
+For full fine-tuning (with gradient checkpointing) and for a LoRA adapter (without), on
+the tiny model (two blocks), with the data-parallel test's batch
+(:mod:`tests.algorithms.grpo.dp_worker`), two updates:
 
 * the gradient of the first (gathered from the shards) is the one-process gradient up to
   the rounding of reordered sums; the weights after each update, the loss, the gradient
