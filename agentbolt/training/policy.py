@@ -15,6 +15,10 @@ float32); full fine-tuning in bfloat16 keeps float32 weights and runs the forwar
 ``torch.autocast`` — bf16 weights would round most AdamW steps (lr · update ≪ 2⁻⁸ · |w|)
 away. Logprobs the update compares (π_prox, π_ref) come from :meth:`Policy.inference_logprobs`:
 no dropout, no gradient.
+
+Sharding (``sharding="fsdp"`` under ``torchrun``, :mod:`.fsdp`): the weights become FSDP2
+shards; publishing and whole-state checkpoints then refuse (they would read the whole
+policy on one rank), and :meth:`export` gathers it on rank 0.
 """
 
 from __future__ import annotations
@@ -269,7 +273,6 @@ class Policy:
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(out)
         return out
-
 
     def _unsharded(self, what: str) -> None:
         if self.sharded:
