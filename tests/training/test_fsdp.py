@@ -38,11 +38,11 @@ if not torch.distributed.is_available():
 from algorithms.grpo.test_distributed import adam_atol
 from safetensors.torch import load_file
 from tolerances import assert_same_sums
-from training import fsdp_worker
 
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.update import PolicyUpdate
 from agentbolt.training import fsdp
+from training import fsdp_worker
 
 WORKER = Path(fsdp_worker.__file__)
 LOGPROB_ATOL = 1e-4
