@@ -11,6 +11,8 @@ and serve a trainable model, and nothing of any one algorithm's idea.
 * :mod:`.lora` — :class:`~.lora.LoraSettings`, the adapter a config asks for.
 * :mod:`.checkpoint` — ``run_dir/checkpoints/step-N``: weights, optimizer, run state (torch).
 * :mod:`.distributed` — data parallelism with ``torch.distributed``, the identity without it.
+* :mod:`.fsdp` — the policy sharded with FSDP2 (``sharding="fsdp"``), sharded checkpoints (DCP),
+  the gathered model for export (torch).
 * :mod:`.versions` — policy versions never reused across crashes; lag measured in updates.
 * :mod:`.publish` — what is trained is what is served: publishing a policy to its engine
   (in the format the engine takes) and checking the engine's logprobs against the trainer's.

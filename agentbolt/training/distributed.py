@@ -6,6 +6,8 @@ rollout over the ranks. Each rank's loss is its rollouts' share of the batch los
 (:mod:`agentbolt.algorithms.grpo.batch`), so summing gradients over ranks gives exactly the one-process gradient.
 Gloo works on CPU (tests), NCCL on GPUs. Without a process group every helper is the
 identity: the trainer's code is the same for one process and many.
+A policy sharded with FSDP2 (:mod:`.fsdp`) keeps this split and loss, and lets FSDP's
+reduce-scatter do the summing.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ float32); full fine-tuning in bfloat16 keeps float32 weights and runs the forwar
 ``torch.autocast`` — bf16 weights would round most AdamW steps (lr · update ≪ 2⁻⁸ · |w|)
 away. Logprobs the update compares (π_prox, π_ref) come from :meth:`Policy.inference_logprobs`:
 no dropout, no gradient.
+
+Sharding (``sharding="fsdp"`` under ``torchrun``, :mod:`.fsdp`): the weights become FSDP2
+shards; publishing and whole-state checkpoints then refuse (they would read the whole
+policy on one rank), and :meth:`export` gathers it on rank 0.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import torch
 from torch import Tensor
 
 from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.training import fsdp
 from agentbolt.training.logprobs import prefix_sharing_ok, shifted_logprobs
 from agentbolt.training.logprobs import token_logprobs as _token_logprobs
 from agentbolt.training.lora import LoraSettings
@@ -66,6 +71,7 @@ class Policy:
         device: str | torch.device = "cpu",
         gradient_checkpointing: bool = False,
         keep_reference: bool = False,
+        sharding: fsdp.Sharding = "none",
     ) -> None:
         self.device = torch.device(device)
         self.dtype = resolve_dtype(dtype, self.device)
@@ -92,6 +98,10 @@ class Policy:
                 self.model.enable_input_require_grads()
         self.model.train()
         self.pad_id = _pad_id(model, tokenizer)
+        self.sharded = sharding == "fsdp" and fsdp.shard_model(self.model, compute_dtype=self.dtype)
+        """The weights are FSDP2 shards over the ranks (:mod:`.fsdp`); ``False`` without a process group."""
+        if self.sharded and self._ref is not None:
+            fsdp.shard_model(self._ref, compute_dtype=self.dtype)
 
     @classmethod
     def load(cls, path: str | Path, **kwargs: Any) -> Policy:
@@ -137,8 +147,9 @@ class Policy:
                                    shared_prefix=shared_prefix, prefix_group=prefix_group, positions=positions)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
-        """Compute in ``dtype`` while the weights are float32 (full fine-tuning in bf16)."""
-        if self.param_dtype == self.dtype:
+        """Compute in ``dtype`` while the weights are float32 (full fine-tuning in bf16);
+        sharded, FSDP casts the gathered weights instead (its ``MixedPrecisionPolicy``)."""
+        if self.param_dtype == self.dtype or self.sharded:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)
 
@@ -186,6 +197,7 @@ class Policy:
     def weight_update(self) -> WeightUpdate:
         """What the engine must load to serve this policy: the adapter and its scale, or
         the full state dict (CPU copies, safe to hand to another thread)."""
+        self._unsharded("publishing to an engine")
         if self.lora:
             from agentbolt.gateway.local.weights import lora_from
 
@@ -199,7 +211,9 @@ class Policy:
         return self.weight_update().keywords()
 
     def trainable_state(self) -> dict[str, Tensor]:
-        """What a checkpoint must save: the adapter, or every weight."""
+        """What a checkpoint must save: the adapter, or every weight (sharded: use
+        :func:`.fsdp.save_sharded`, or :meth:`export` for the gathered model)."""
+        self._unsharded("a whole-state checkpoint")
         if self.lora:
             from peft import get_peft_model_state_dict
 
@@ -209,6 +223,7 @@ class Policy:
 
     def load_trainable_state(self, state: dict[str, Tensor]) -> None:
         """Put back what :meth:`trainable_state` returned."""
+        self._unsharded("loading a whole-state checkpoint")
         if self.lora:
             from peft import set_peft_model_state_dict
 
@@ -223,6 +238,7 @@ class Policy:
     def base_weights(self) -> Iterator[tuple[str, Tensor]]:
         """The weights without the adapter, named as in the plain model (what an engine
         serving this policy's base holds); every weight when training all of them."""
+        self._unsharded("reading the base weights")
         if not self.lora:
             yield from self.model.named_parameters()
             return
@@ -231,21 +247,38 @@ class Policy:
                 yield name.replace(".base_layer.", "."), param
 
     def merged_model(self) -> Any:
-        """A plain transformers model with the adapter merged in (a copy; training goes on)."""
+        """A plain transformers model with the adapter merged in (a copy; training goes on).
+        Sharded: gathered on rank 0 (None on the others, which must call it too)."""
+        if self.sharded:
+            whole = fsdp.gathered_model(self.model)
+            return whole.merge_and_unload() if whole is not None and self.lora else whole
         if not self.lora:
             return self.model
         return copy.deepcopy(self.model).merge_and_unload()
 
+    def adapter_model(self) -> Any:
+        """The peft model (adapter unmerged) as one process holds it: ``model`` itself, or,
+        sharded, a gathered copy on rank 0 (None on the others, which must call it too)."""
+        return fsdp.gathered_model(self.model) if self.sharded else self.model
+
     def export(self, directory: str | Path) -> Path:
         """Save the policy as a Hugging Face model directory (LoRA merged), with the
-        tokenizer when there is one: loadable by ``AutoModelForCausalLM.from_pretrained``."""
+        tokenizer when there is one: loadable by ``AutoModelForCausalLM.from_pretrained``.
+        Sharded: every rank calls it, rank 0 writes the gathered model."""
         out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
         model = self.merged_model()
+        if model is None:
+            return out
+        out.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(out, safe_serialization=True)
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(out)
         return out
+
+    def _unsharded(self, what: str) -> None:
+        if self.sharded:
+            raise NotImplementedError(f"{what} from an FSDP-sharded policy is not implemented: gather it with "
+                                      "export() or merged_model(); checkpoint with fsdp.save_sharded")
 
 
 def _is_peft(model: Any) -> bool:

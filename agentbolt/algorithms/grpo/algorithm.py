@@ -140,11 +140,12 @@ class GRPO(Algorithm):
 
     # ------------------------------------------------------------------ setup
     def _make_policy(self, control: Any, device: str | None = None) -> Any:
+        from agentbolt.training.fsdp import for_fit
         from agentbolt.training.policy import Policy
 
         cfg = self.config
         kw: dict[str, Any] = {"lora": cfg.lora, "dtype": cfg.dtype, "keep_reference": cfg.kl_coef > 0 or cfg.log_kl,
-                              "gradient_checkpointing": cfg.gradient_checkpointing,
+                              "gradient_checkpointing": cfg.gradient_checkpointing, "sharding": for_fit(cfg.sharding),
                               "device": device or policy_device(cfg.device, None)}
         if isinstance(self.model, Policy):
             return self.model

@@ -98,6 +98,14 @@ class GRPOConfig(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """The trainer's compute dtype. ``auto``: bfloat16 on GPUs that support it, float32 on
     CPU. Trained weights stay float32 whatever it is (full fine-tuning runs bf16 under autocast)."""
+    sharding: Literal["none", "fsdp"] = "none"
+    """How the policy's weights lie over ``torchrun``'s ranks. ``none``: every rank holds
+    the whole policy (data parallelism; one process: nothing to split). ``fsdp``: FSDP2
+    shards weights, gradients and optimizer state over the ranks (PyTorch's
+    ``fully_shard``, :mod:`agentbolt.training.fsdp`), the update unchanged otherwise; a
+    ``bfloat16`` ``dtype`` then computes through FSDP's mixed precision, weights kept in
+    float32. Checked on CPU/gloo only; ``Trainer.fit`` does not take it yet (publishing and
+    checkpoints read the whole policy on rank 0) and says so."""
     device: str | None = None
     """Where the policy trains (``cpu``, ``cuda``, ``cuda:1``). Default: the in-process
     engine's device; with an engine elsewhere, ``cuda`` when there is one, else ``cpu``."""

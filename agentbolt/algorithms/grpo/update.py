@@ -10,7 +10,9 @@ Per optimizer pass (``ppo_epochs`` of them):
    the loss of :func:`.loss.grpo_loss` normalised with each rollout's whole |T_r| and the
    batch's R — its exact share of the batch loss — backward: the gradients add up to
    those of the loss of the whole batch;
-3. sum gradients over ranks, clip their global norm, step AdamW.
+3. sum gradients over ranks, clip their global norm, step AdamW. A sharded policy
+   (``sharding="fsdp"``, :mod:`agentbolt.training.fsdp`) has FSDP's reduce-scatter sum
+   them instead, and every rank runs as many forwards and backwards as the busiest one.
 
 Before the first pass, ``prox_logprobs`` (π_θ at the start of the update, no dropout)
 are computed for samples drawn by an older policy version, so their ratio is clipped
@@ -45,6 +47,7 @@ from agentbolt.algorithms.grpo.batch import (
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.loss import grpo_loss
 from agentbolt.training import distributed as dist
+from agentbolt.training import fsdp
 from agentbolt.training.policy import Policy
 
 __all__ = ["PolicyUpdate", "UpdateStats"]
@@ -120,8 +123,16 @@ class PolicyUpdate:
         want_ref = cfg.kl_coef > 0 or cfg.log_kl
         # π_prox for micro-batches holding a sample of an older policy; with several passes
         # the policy moves between them, so always
-        extras = [self._extras(b, self.recompute_old or cfg.ppo_epochs > 1 or any(id(s) in stale for s in mb), want_ref)
-                  for b, mb in zip(batches, groups, strict=True)]
+        wants_prox = [self.recompute_old or cfg.ppo_epochs > 1 or any(id(s) in stale for s in mb) for mb in groups]
+        # sharded, FSDP gathers weights in every forward: as many on every rank, in the same order
+        fill_prox, fill_ref, fill_train = fsdp.filler_passes(sum(wants_prox), len(batches) * want_ref, len(batches)) \
+            if policy.sharded else (0, 0, 0)
+        share = not policy.sharded  # a shared prefix is one forward more, on some ranks only
+        proxs = [self._extras(b, wanted, False, share)[0] for b, wanted in zip(batches, wants_prox, strict=True)]
+        _fill(policy, fill_prox, policy.inference_logprobs)
+        refs = [self._extras(b, False, want_ref, share)[1] for b in batches]
+        _fill(policy, fill_ref, policy.reference_logprobs)
+        extras = list(zip(proxs, refs, strict=True))
 
         totals = _Totals()
         grad_norm = 0.0
@@ -131,7 +142,7 @@ class PolicyUpdate:
             last = epoch == cfg.ppo_epochs - 1
             for batch, (prox, ref) in zip(batches, extras, strict=True):
                 lp, ent = policy.token_logprobs(batch.input_ids, batch.attention_mask, with_entropy=last,
-                                                **_forward_args(batch))
+                                                **_forward_args(batch, share))
                 out = grpo_loss(lp, batch.old_logprobs, batch.advantages, batch.loss_mask, batch.rollout_index,
                                 prox_logprobs=prox, ref_logprobs=ref, entropy=ent, eps_low=cfg.eps_low,
                                 eps_high=cfg.eps_high, clip_ratio_c=cfg.clip_ratio_c, is_cap=cfg.is_cap,
@@ -140,6 +151,11 @@ class PolicyUpdate:
                 out.loss.backward()  # already this micro-batch's share of the batch loss
                 if last:
                     totals.add(out, batch)
+            if policy.sharded:  # FSDP reduce-scatters (sums) in each backward
+                _fill(policy, fill_train, _zero_backward(policy))
+                grad_norm = fsdp.grad_norm(params, cfg.max_grad_norm)
+                self.optimizer.step()
+                continue
             grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
             dist.all_reduce_sum(grads)
             for p, g in zip(params, grads, strict=True):
@@ -154,20 +170,39 @@ class PolicyUpdate:
         return totals.stats(R, grad_norm, time.perf_counter() - t0, len(stale))
 
     def _extras(
-        self, batch: TrainBatch, stale_rows: bool, want_ref: bool
+        self, batch: TrainBatch, stale_rows: bool, want_ref: bool, share: bool = True
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """π_prox (``stale_rows``) and π_ref (``want_ref``) of one micro-batch, or None."""
         prox = ref = None
         if stale_rows:
-            prox = self.policy.inference_logprobs(batch.input_ids, batch.attention_mask, **_forward_args(batch))
+            prox = self.policy.inference_logprobs(batch.input_ids, batch.attention_mask, **_forward_args(batch, share))
         if want_ref:
-            ref = self.policy.reference_logprobs(batch.input_ids, batch.attention_mask, **_forward_args(batch))
+            ref = self.policy.reference_logprobs(batch.input_ids, batch.attention_mask, **_forward_args(batch, share))
         return prox, ref
 
 
-def _forward_args(batch: TrainBatch) -> dict[str, Any]:
+def _forward_args(batch: TrainBatch, share: bool = True) -> dict[str, Any]:
     """Logprobs at the trained positions only (the loss masks the rest), shared prompts once."""
+    if not share:
+        return {"positions": batch.loss_mask}
     return {"shared_prefix": batch.shared_prefix, "prefix_group": batch.prefix_group,
             "positions": batch.loss_mask}
+
+
+def _fill(policy: Policy, passes: int, forward: Any) -> None:
+    """``passes`` forwards of ``forward`` on a two-token row that trains nothing (a
+    sharded policy's rank with fewer micro-batches than another)."""
+    ids = torch.full((1, 2), policy.pad_id, dtype=torch.long, device=policy.device)
+    for _ in range(passes):
+        forward(ids, torch.ones_like(ids), positions=torch.tensor([[0, 1]], device=policy.device))
+
+
+def _zero_backward(policy: Policy) -> Any:
+    """A forward and backward whose gradient is 0: a micro-batch this rank does not have."""
+    def run(input_ids: torch.Tensor, attention_mask: torch.Tensor, *, positions: torch.Tensor) -> None:
+        lp, _ = policy.token_logprobs(input_ids, attention_mask, positions=positions)
+        (lp.sum() * 0.0).backward()
+    return run
 
 
 def _is_stale(sample: Sample, version: int | None) -> bool:

@@ -131,6 +131,7 @@ class SFT(Algorithm):
             config.sampling.setdefault(mode, forced)
 
     def _make_policy(self, control: Any, device: str = "cpu") -> Any:
+        from agentbolt.training.fsdp import for_fit
         from agentbolt.training.policy import Policy
 
         cfg = self.config
@@ -138,6 +139,7 @@ class SFT(Algorithm):
             "lora": cfg.lora,
             "dtype": cfg.dtype,
             "gradient_checkpointing": cfg.gradient_checkpointing,
+            "sharding": for_fit(cfg.sharding),
             "device": device,
         }
         if isinstance(self.model, Policy):

@@ -55,6 +55,14 @@ class SFTConfig(BaseModel):
     lora: LoraSettings | None = Field(default_factory=LoraSettings)
     """A LoRA adapter to train; ``None`` trains every weight."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    sharding: Literal["none", "fsdp"] = "none"
+    """How the policy's weights lie over ``torchrun``'s ranks. ``none``: every rank holds
+    the whole policy (data parallelism; one process: nothing to split). ``fsdp``: FSDP2
+    shards weights, gradients and optimizer state over the ranks (PyTorch's
+    ``fully_shard``, :mod:`agentbolt.training.fsdp`), the update unchanged otherwise; a
+    ``bfloat16`` ``dtype`` then computes through FSDP's mixed precision, weights kept in
+    float32. Checked on CPU/gloo only; ``Trainer.fit`` does not take it yet (publishing and
+    checkpoints read the whole policy on rank 0) and says so."""
     gradient_checkpointing: bool = False
     seed: int = 0
 

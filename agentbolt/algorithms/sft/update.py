@@ -14,6 +14,9 @@ current weights, with a fresh optimizer and learning-rate schedule:
    prompt and few-shot turns) go through the model once (:func:`shared_prefix_length`);
 3. clip the global gradient norm, set the learning rate, step AdamW.
 
+A sharded policy (``sharding="fsdp"``): every rank runs the whole batch on its shards
+with the loss divided by the ranks too, and FSDP's reduce-scatter sums the gradients.
+
 Learning rate at optimizer step s of S (W = ceil(warmup_ratio · S) warmup steps):
 ``lr · (s+1)/W`` while s < W, then ``lr · f(p)`` with p = (s − W)/(S − W) ∈ [0, 1) and
 f = ½(1 + cos πp) (cosine), 1 − p (linear) or 1 (constant).
@@ -34,6 +37,8 @@ from torch import Tensor
 
 from agentbolt.algorithms.sft.chat_data import IGNORE_INDEX, ChatSample
 from agentbolt.algorithms.sft.config import SFTConfig
+from agentbolt.training import distributed as dist
+from agentbolt.training import fsdp
 from agentbolt.training.logprobs import prefixed_hidden, split_head
 from agentbolt.training.policy import Policy, prefix_sharing_ok
 
@@ -191,15 +196,19 @@ class SFTUpdate:
             for b in range(0, len(order), cfg.batch_size):
                 batch = order[b : b + cfg.batch_size]
                 N = sum(s.num_trained for s in batch)
+                # sharded: every rank runs the whole batch and FSDP sums the ranks' gradients
+                norm = N * (dist.world_size() if policy.sharded else 1)
                 optimizer.zero_grad(set_to_none=True)
                 batch_nll = 0.0
                 for mb in micro_batches(batch, cfg.micro_batch_tokens):
                     ids, mask, labels = collate(mb, policy.pad_id, policy.device)
                     with policy.autocast():
                         nll, _ = assistant_nll(policy.model, ids, mask, labels, shared_prefix=shared_prefix_length(mb))
-                    (nll / N).backward()
+                    (nll / norm).backward()
                     batch_nll += float(nll.detach())
-                if cfg.max_grad_norm is not None:
+                if policy.sharded:
+                    grad_norm = fsdp.grad_norm(params, cfg.max_grad_norm)
+                elif cfg.max_grad_norm is not None:
                     grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
                 else:
                     squares = ((p.grad.float() ** 2).sum() for p in params if p.grad is not None)
