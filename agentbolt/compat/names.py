@@ -16,7 +16,7 @@ PROVIDED: dict[str, str] = {
     # store
     "LightningStore": f"{_C}.store:LightningStore",
     "InMemoryLightningStore": f"{_C}.store:InMemoryLightningStore",
-    "LightningStoreClient": f"{_C}.store:LightningStoreClient",
+    "LightningStoreClient": f"{_C}.store_client:LightningStoreClient",
     "LightningStoreServer": f"{_C}.store_server:LightningStoreServer",
     "LightningStoreThreaded": f"{_C}.store:LightningStoreThreaded",
     "LightningStoreCapabilities": f"{_C}.store:LightningStoreCapabilities",

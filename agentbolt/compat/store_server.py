@@ -3,7 +3,7 @@
 agentbolt's server (the same one ``agentbolt server`` runs) is started on the running
 event loop by :meth:`LightningStoreServer.start`, so the in-process store keeps being used
 from one loop. The object is itself a :class:`~agentbolt.compat.store.LightningStore`
-over the served store. Clients: :class:`~agentbolt.compat.store.LightningStoreClient`,
+over the served store. Clients: :class:`~agentbolt.compat.store_client.LightningStoreClient`,
 ``agentbolt.HttpStore`` or any ``agentbolt runner``.
 """
 

@@ -27,9 +27,7 @@ steps and after; the trained policy is exported as a Hugging Face model director
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -70,8 +68,8 @@ from agentbolt.algorithms.grpo.onpolicy import (
     refusal,
 )
 from agentbolt.algorithms.grpo.overlong import filter_overlong, truncated_calls
+from agentbolt.algorithms.grpo.step_progress import step_progress
 from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
-from agentbolt.algorithms.progress import ConsoleProgress
 from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
 from agentbolt.rewards.group import GroupReward, score_groups
 from agentbolt.training import distributed as dist
@@ -231,7 +229,7 @@ class GRPO(Algorithm):
             if cfg.eval_before and ctx.val_dataset and found is None:
                 result.before = await run.evaluate(lambda: self._evaluate(ctx, "before training"), 0, version)
             step = done
-            with self._progress(cfg.max_steps, done) as progress:
+            with step_progress(self.console, cfg.max_steps, done, cfg.progress and dist.is_main()) as progress:
                 for step in run.steps(done, cfg.max_steps, cfg.time_budget_s):
                     values, version = await self._step(ctx, control, policy, update, scheduler, step, version)
                     if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps and ctx.val_dataset:
@@ -382,18 +380,6 @@ class GRPO(Algorithm):
         self.console.print(f"[bold]GRPO[/] held-out {when}: {result.headline()}")
         return result
 
-    @contextlib.contextmanager
-    def _progress(self, total: int, done: int) -> Any:
-        """A bar on a terminal; elsewhere (CI, nohup) one plain line per step."""
-        enabled = self.config.progress and dist.is_main()
-        with ConsoleProgress(self.console, "GRPO", total, done=done, unit="step", enabled=enabled) as bar:
-
-            def advance(step: int, values: dict[str, Any]) -> None:
-                bar.update(step, _describe(values), force=True)
-                log.info("step %d (policy version %s): %s", step, values.get("policy_version"), _describe(values))
-
-            yield advance
-
 
 @dataclass
 class _Batch:
@@ -441,22 +427,6 @@ async def _cancel_pending(ctx: AlgorithmContext, scheduler: GroupScheduler) -> N
                 await ctx.store.cancel_rollout(rid)
             except Exception as exc:  # noqa: BLE001 — finished meanwhile, or the store is going away
                 log.debug("could not cancel rollout %s: %s", rid, exc)
-
-
-def _describe(values: dict[str, Any]) -> str:
-    """A step's progress line: what moves. Not the loss: with group-relative advantages it
-    is ≈ 0 by construction (Σ_i A_i = 0 at ratio 1) whatever the update does."""
-    parts = []
-    for key, label, fmt in (("rollouts/total", "rollouts", "{:d}"),
-                            ("reward/mean", "reward", "{:.3f}"), ("success_rate", "success", "{:.0%}"),
-                            ("train/kl", "kl", "{:.2e}"), ("train/clip_fraction", "clip", "{:.1%}"),
-                            ("train/grad_norm", "|g|", "{:.3g}"), ("train/entropy", "entropy", "{:.3f}"),
-                            ("merge/rate", "merge", "{:.0%}"),
-                            ("val/success_rate", "val", "{:.0%}"), ("time/step_s", "step", "{:.0f}s")):
-        v = values.get(key)
-        if isinstance(v, (int, float)) and math.isfinite(v):
-            parts.append(f"{label} {fmt.format(v)}")
-    return " · ".join(parts)
 
 
 def _mean(xs: Sequence[float]) -> float | None:

@@ -56,7 +56,7 @@ __all__ = [
     "InMemoryLightningStore",
     "LightningStore",
     "LightningStoreCapabilities",
-    "LightningStoreClient",
+    "LightningStoreClient",  # noqa: F822 - from __getattr__ (the client module imports this one)
     "LightningStoreServer",  # noqa: F822 - from __getattr__ (the server module imports this one)
     "LightningStoreStatistics",
     "LightningStoreThreaded",
@@ -405,32 +405,6 @@ class InMemoryLightningStore(LightningStore):
 
     def __init__(self, **_options: Any) -> None:
         super().__init__(MemoryStore())
-
-
-class LightningStoreClient(LightningStore):
-    """A :class:`LightningStore` talking to a store server (``agentbolt server`` or
-    :class:`LightningStoreServer`) at ``server_address``.
-
-    It pickles as its address and token, so it can be handed to a runner process started
-    with any start method (``multiprocessing.get_context("spawn").Process(target=...,
-    args=(store,))``): the process opens its own connections."""
-
-    def __init__(self, server_address: str, *, token: str | None = None, **_options: Any) -> None:
-        from agentbolt.store.http import HttpStore
-
-        self.server_address = server_address.rstrip("/")
-        self.token = token
-        super().__init__(HttpStore(self.server_address, token=token))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_client, (self.server_address, self.token))
-
-    def otlp_traces_endpoint(self) -> str:
-        return f"{self.server_address}/v1/traces"
-
-
-def _client(server_address: str, token: str | None) -> LightningStoreClient:
-    return LightningStoreClient(server_address, token=token)
 
 
 def _equals(field: str, want: Any, span: Span) -> bool:

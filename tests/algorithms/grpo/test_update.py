@@ -225,12 +225,3 @@ def test_micro_batches_keep_rollouts_whole_when_they_fit_and_split_only_between_
     assert [[s.rollout_id for s in p] for p in parts] == [["long", "long"], ["long"], ["long"], ["short", "tiny"]]
     assert all(len(p) * max(len(s.token_ids) for s in p) <= 30 for p in parts)
     assert [[s.rollout_id for s in p] for p in micro_batches(samples, 10_000)] == [[s.rollout_id for s in samples]]
-
-
-def test_the_progress_line_shows_what_moves_not_the_near_zero_loss() -> None:
-    from agentbolt.algorithms.grpo.algorithm import _describe
-
-    line = _describe({"reward/mean": 0.5, "train/loss": -1e-9, "train/kl": 0.0012, "train/clip_fraction": 0.031,
-                      "train/grad_norm": 0.4123, "train/entropy": 1.234})
-    assert line == "reward 0.500 · kl 1.20e-03 · clip 3.1% · |g| 0.412 · entropy 1.234"
-    assert "loss" not in _describe({"train/loss": -0.0, "train/kl": None})

@@ -4,7 +4,8 @@ A :class:`Slot` is a run directory (``in/``: the launch script and stdin; ``out/
 reward file; ``report/``: the init's report, root-only; ``sock/``: the gateway socket;
 ``workspace/``) and the container that mounts it. Containers are made here with every
 restriction the executor applies: ``--network none``, cgroup limits, capabilities
-dropped, no new privileges, a tmpfs ``/tmp``, optionally a read-only root.
+dropped, no new privileges, a tmpfs ``/tmp``, optionally a read-only root; what a
+container printed is read back with :func:`container_logs`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from agentbolt.runner.harness.docker.launch import (
 from agentbolt.runner.harness.docker.reaper import CONTROLLER, controller_id
 from agentbolt.runner.harness.sandbox.bwrap import INNER
 
-__all__ = ["ContainerSettings", "Slot", "create_container", "new_slot", "safe_name"]
+__all__ = ["ContainerSettings", "Slot", "container_logs", "create_container", "new_slot", "safe_name"]
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
 
@@ -162,3 +163,11 @@ def create_container(client: Any, image: str, slot: Slot, settings: ContainerSet
     container = client.containers.create(image, **kwargs)
     slot.container, slot.image, slot.labels = container, image, labels
     return container
+
+
+def container_logs(container: Any, limit: int, tail: int) -> tuple[bytes, int, bytes]:
+    """What a container printed: the first ``limit`` bytes of its stdout, how many bytes
+    that was in all, and the last ``tail`` bytes of its stderr (none for ``tail=0``)."""
+    out = container.logs(stdout=True, stderr=False)
+    err = container.logs(stdout=False, stderr=True)
+    return out[:limit], len(out), err[-tail:] if tail else b""

@@ -12,9 +12,9 @@ here by :class:`~agentbolt.runner.harness.sandbox.proxy.GatewayProxy`, which let
 attempt's own gateway and reward routes through and refuses the rest); cgroup limits
 for the whole container; the workspace mounted at ``/workspace`` and handed back; the
 evaluator, if asked, in a container made from the program's (``docker commit``) with
-the tests copied in only then. Containers are labelled with the rollout and attempt and
-removed whatever happens; a runner killed with ``kill -9`` leaves containers that the
-next executor started on this host removes (:mod:`.reaper`).
+the tests copied in only then (:mod:`.evaluator`). Containers are labelled with the
+rollout and attempt and removed whatever happens; a runner killed with ``kill -9``
+leaves containers that the next executor started on this host removes (:mod:`.reaper`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import shutil
 import tarfile
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +40,14 @@ from agentbolt.runner.harness.docker.config import ContainerLimits
 from agentbolt.runner.harness.docker.container import (
     ContainerSettings,
     Slot,
+    container_logs,
     create_container,
     give_to_user,
     new_slot,
     safe_name,
 )
+from agentbolt.runner.harness.docker.evaluator import evaluate_inside
 from agentbolt.runner.harness.docker.images import ImageSource, check_image, ensure_image, image_source
-from agentbolt.runner.harness.docker.labels import ATTEMPT, KIND
 from agentbolt.runner.harness.docker.launch import GO, OUT_DIR, launch_script
 from agentbolt.runner.harness.docker.pool import WarmPool
 from agentbolt.runner.harness.docker.reaper import reap_orphans
@@ -205,7 +206,8 @@ class DockerExecutor(IsolatedExecutor):
             result = await self._supervise(slot, spec, started, denied)
             result.startup_s = startup
             if spec.evaluator is not None and not result.timed_out:
-                result.evaluator = await self._evaluate(state.client, slot, spec, result)
+                result.evaluator = await evaluate_inside(state.client, slot, spec, result, limits=self.limits,
+                                                         workspace=self.program_workspace)
             return result
         finally:
             await asyncio.shield(self._cleanup(slot, proxy, spec.workspace))
@@ -270,7 +272,8 @@ class DockerExecutor(IsolatedExecutor):
         if state.get("OOMKilled") and not any(e.kind == "limit.memory" for e in events):
             events.append(SandboxEvent("limit.memory", f"the container reached its {self.limits.memory_mb} MiB; the "
                                                        "whole container was killed"))
-        stdout, total, stderr = await asyncio.to_thread(_logs, container, spec.output_limit, spec.stderr_tail_bytes)
+        stdout, total, stderr = await asyncio.to_thread(container_logs, container, spec.output_limit,
+                                                        spec.stderr_tail_bytes)
         report = _read_report(slot.report_dir / "report")
         if "start_error" in report:
             raise ProgramStartError(f"could not start {spec.argv[0]!r} in the container ({slot.image}): "
@@ -311,73 +314,6 @@ class DockerExecutor(IsolatedExecutor):
         if not name.startswith("/"):
             return read_left(slot.workspace, name, limit=OUTPUT_FILE_LIMIT)
         return _archive_file(slot.container, name, limit=OUTPUT_FILE_LIMIT)
-
-    # ------------------------------------------------------------------ the evaluator inside
-    async def _evaluate(self, client: Any, slot: Slot, spec: ProcessSpec, program: ProcessResult) -> ProcessResult:
-        assert spec.evaluator is not None
-        evaluator = spec.evaluator
-        labels = {**slot.labels, KIND: "snapshot"}
-        committing = asyncio.ensure_future(asyncio.to_thread(
-            slot.container.commit, repository="agentbolt-snapshot", tag=slot.container.id[:12],
-            conf={"Labels": labels}))
-        try:
-            snapshot = await asyncio.shield(committing)
-        except asyncio.CancelledError:  # the snapshot still appears: remove it, then stop
-            with contextlib.suppress(Exception):
-                made = await committing
-                await asyncio.to_thread(client.images.remove, made.id, force=True)
-            raise
-        container = None
-        try:
-            env = {**evaluator.env, "AGENTBOLT_EXIT_CODE": str(program.exit_code),
-                   "AGENTBOLT_OUTPUT_FILE": "/run/agentbolt/output", "HOME": "/tmp", "TMPDIR": "/tmp"}
-            command = "cd " + self.program_workspace + " && exec \"$@\" </run/agentbolt/output"
-            container = await asyncio.to_thread(self._evaluator_container, client, snapshot.id, slot, evaluator,
-                                                env, command, {**labels, KIND: "evaluator"})
-            archive = _tar({"/run/agentbolt/output": program.stdout}, evaluator_dirs(spec.evaluator_files))
-            await asyncio.to_thread(container.put_archive, "/", archive)
-            started = time.monotonic()
-            await asyncio.to_thread(container.start)
-            waiter = asyncio.ensure_future(asyncio.to_thread(container.wait))
-            timed_out = False
-            try:
-                await asyncio.wait_for(asyncio.shield(waiter), timeout=evaluator.timeout)
-            except TimeoutError:
-                timed_out = True
-                with contextlib.suppress(Exception):
-                    await asyncio.to_thread(container.kill)
-                await waiter
-            status = waiter.result()
-            stdout, total, stderr = await asyncio.to_thread(_logs, container, evaluator.output_limit,
-                                                            evaluator.stderr_tail_bytes)
-            return ProcessResult(exit_code=int(status.get("StatusCode", -1)), stdout=stdout,
-                                 stderr_tail=stderr.decode("utf-8", "replace"), timed_out=timed_out,
-                                 duration=time.monotonic() - started, extra={"stdout_bytes": total})
-        finally:
-            if container is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(asyncio.to_thread(container.remove, force=True, v=True))
-            with contextlib.suppress(Exception):
-                await asyncio.shield(asyncio.to_thread(client.images.remove, snapshot.id, force=True))
-
-    def _evaluator_container(self, client: Any, image: str, slot: Slot, evaluator: ProcessSpec,
-                             env: Mapping[str, str], command: str, labels: dict[str, str]) -> Any:
-        from docker.types import Mount
-
-        limits = self.limits
-        kwargs: dict[str, Any] = {
-            "command": ["/bin/sh", "-c", command, "sh", *evaluator.argv],
-            "entrypoint": [], "user": "0:0", "working_dir": self.program_workspace, "network_mode": "none",
-            "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "environment": dict(env),
-            "mounts": [Mount(self.program_workspace, str(slot.workspace), type="bind")],
-            "tmpfs": {"/tmp": "rw,nosuid,nodev"}, "labels": labels, "detach": True,
-            "name": safe_name("evaluator", labels.get(ATTEMPT, "")),
-        }
-        if limits.memory_mb:
-            kwargs["mem_limit"] = kwargs["memswap_limit"] = f"{limits.memory_mb}m"
-        if limits.processes:
-            kwargs["pids_limit"] = limits.processes
-        return client.containers.create(image, **kwargs)
 
     # ------------------------------------------------------------------ lifecycle
     async def _cleanup(self, slot: Slot, proxy: GatewayProxy | None, workspace: Path | None) -> None:
@@ -450,12 +386,6 @@ def _inspect(container: Any) -> dict[str, Any]:
     return dict(container.attrs)
 
 
-def _logs(container: Any, limit: int, tail: int) -> tuple[bytes, int, bytes]:
-    out = container.logs(stdout=True, stderr=False)
-    err = container.logs(stdout=False, stderr=True)
-    return out[:limit], len(out), err[-tail:] if tail else b""
-
-
 def _read_report(path: Path) -> dict[str, Any]:
     """The init's report: ``{"started": true}`` once the program runs, then (one line
     later) the full report; what parses of it, bounded (as the bubblewrap sandbox reads it)."""
@@ -499,26 +429,6 @@ def _archive_file(container: Any, path: str, *, limit: int) -> bytes | None:
             raise LeftFileError(f"{path} is not a regular file; it was not read")
         extracted = tar.extractfile(member)
         return extracted.read() if extracted else None
-
-
-def evaluator_dirs(files: Mapping[str, Path]) -> dict[str, Path]:
-    """The evaluator's files (tests) by their path inside; each must exist here."""
-    missing = [str(p) for p in files.values() if not p.exists()]
-    if missing:
-        raise ProgramStartError(f"the evaluator's files {missing} do not exist")
-    return dict(files)
-
-
-def _tar(data: Mapping[str, bytes], paths: Mapping[str, Path]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, content in data.items():
-            info = tarfile.TarInfo(name.lstrip("/"))
-            info.size, info.mode = len(content), 0o644
-            tar.addfile(info, io.BytesIO(content))
-        for name, path in paths.items():
-            tar.add(str(path), name.lstrip("/"))
-    return buffer.getvalue()
 
 
 def _copy_into(source: Path, target: Path) -> None:
