@@ -9,7 +9,7 @@ agentbolt reads (OpenInference's ``llm.*``, ``input.value``...; Agent Lightning 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -250,6 +250,13 @@ LLM_WRAPPER = "agentbolt.llm.wrapper"
 recorded by its own span: the wrapped call is the model call, this one is not."""
 LLM_WRAPPED_SPAN_IDS = "agentbolt.llm.wrapped_span_ids"
 
+
+def records_model_call(attributes: Mapping[str, Any]) -> bool:
+    """Whether a span with these attributes is a model call: it has :data:`LLM_REQUEST`
+    and is not a framework's wrapper of a client call (:data:`LLM_WRAPPER`)."""
+    return LLM_REQUEST in attributes and not attributes.get(LLM_WRAPPER)
+
+
 # written by the gateway only
 GATEWAY_SCOPE = "agentbolt.gateway"
 """``otel.scope.name`` of the spans the gateway records."""
@@ -302,6 +309,9 @@ OI_TOOLS = "llm.tools."
 OI_OPENAI_SCOPE = "openinference.instrumentation.openai"
 OI_AGENT_NAME = "agent.name"
 OI_GRAPH_NODE = "graph.node.name"
+OI_GRAPH_NODE_ID = "graph.node.id"
+"""The node of the agent graph a span belongs to: CrewAI's instrumentor writes the agent's
+role here, AutoGen AgentChat's and the OpenAI Agents SDK's the agent's name."""
 OI_TOOL_NAME = "tool.name"
 LANGCHAIN_METADATA = "metadata"
 """LangChain's run metadata (JSON); LangGraph puts the node that made a call in it."""

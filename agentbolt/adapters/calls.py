@@ -18,8 +18,9 @@ span inside it is, so every call counts once.
 2. a name the framework put on a span around the call — on the framework's wrapper
    span first, then on the call's ancestors and the wrapper's, nearest first:
    ``agentbolt.agent.name``, ``gen_ai.agent.name`` (OpenTelemetry GenAI agent spans),
-   ``agent.name`` / ``graph.node.name`` (OpenInference), or ``langgraph_node`` in the
-   span's LangChain ``metadata`` (LangGraph: the node that made the call);
+   ``agent.name``, ``graph.node.name`` or ``graph.node.id`` (OpenInference; CrewAI's
+   instrumentor writes the agent's role as ``graph.node.id``), or ``langgraph_node`` in
+   the span's LangChain ``metadata`` (LangGraph: the node that made the call);
 3. otherwise None — such a call never matches an ``agent_match`` pattern.
 
 A call recorded by the **gateway** has ``agentbolt.agent.name`` when the call named its
@@ -28,6 +29,14 @@ found as above, or a ``<model>#<agent>`` model name (:mod:`agentbolt.gateway.ori
 its W3C ``traceparent`` makes the caller's span its parent, so rule 2 applies to it too.
 When the agent's client was traced as well, the two spans of the call are merged
 (:func:`_without_duplicates`) and the client's name fills in a missing one.
+
+**Twins** — one call recorded by the client and by the gateway — are found by the span
+tree first: a gateway span whose parent is a client's model-call span is that call (the
+client sent ``traceparent`` from its span), whatever each recorded, which matters when the
+gateway rebuilt the history (the Responses API's ``previous_response_id``: the client
+recorded one new message, the gateway the whole conversation). Calls the tree does not
+pair (a client that sends no ``traceparent``) are paired by content: identical token ids,
+or identical messages and answer text.
 """
 
 from __future__ import annotations
@@ -56,9 +65,11 @@ from agentbolt.types import Span, SpanStatus
 
 __all__ = ["ModelCall", "extract_model_calls", "group_by_attempt", "is_model_call", "span_order"]
 
-FRAMEWORK_AGENT_ATTRIBUTES = (semconv.GEN_AI_AGENT_NAME, semconv.OI_AGENT_NAME, semconv.OI_GRAPH_NODE)
+FRAMEWORK_AGENT_ATTRIBUTES = (
+    semconv.GEN_AI_AGENT_NAME, semconv.OI_AGENT_NAME, semconv.OI_GRAPH_NODE, semconv.OI_GRAPH_NODE_ID
+)
 """Attributes in which frameworks and their instrumentations name the agent (or graph
-node) a span belongs to."""
+node) a span belongs to, first found on a span wins."""
 _METADATA_AGENT_KEYS = ("langgraph_node",)
 """Keys of LangChain's ``metadata`` (a JSON attribute) that name the agent: LangGraph's node."""
 _MAX_DEPTH = 256
@@ -118,8 +129,7 @@ class ModelCall:
 def is_model_call(span: Span) -> bool:
     """Whether ``span`` is a model call: it has ``agentbolt.llm.request`` and is not a
     framework's wrapper of a client call."""
-    attrs = span.attributes
-    return LLM_REQUEST in attrs and not attrs.get(LLM_WRAPPER)
+    return semconv.records_model_call(span.attributes)
 
 
 def span_order(span: Span) -> tuple[float, int]:
@@ -141,33 +151,56 @@ def extract_model_calls(spans: Iterable[Span]) -> list[ModelCall]:
     out: list[ModelCall] = []
     for group in group_by_attempt(spans):
         names = _AgentNames(group)
-        out.extend(_without_duplicates([_parse(span, names.of(span)) for span in group if is_model_call(span)]))
+        parents = {s.span_id: s.parent_id for s in group}
+        calls = [_parse(span, names.of(span)) for span in group if is_model_call(span)]
+        out.extend(_without_duplicates(calls, parents))
     out.sort(key=lambda c: (c.start_time, c.sequence_id if c.sequence_id is not None else 0))
     return out
 
 
-def _without_duplicates(calls: list[ModelCall]) -> list[ModelCall]:
+def _without_duplicates(calls: list[ModelCall], parents: Mapping[str, str | None]) -> list[ModelCall]:
     """One call seen twice — by the gateway and by the agent's own instrumented client —
     is kept once, as the gateway's span (it carries the policy version), enriched with
     what only its twin knows: the agent name (when the gateway got none), the token ids
     and logprobs (when the gateway has none), and any attribute the gateway's span lacks.
-    A client span is a twin when a gateway span of the attempt has the same token ids, or
-    (without ids) the same messages and answer text."""
-    gateway = [i for i, c in enumerate(calls) if c.attributes.get(semconv.SCOPE_NAME) == GATEWAY_SCOPE]
+    A client span is a twin when a gateway span of the attempt is its child (``parents``:
+    span id → parent id; of several children, the last that answered), else when a
+    gateway span has the same token ids, or (without ids) the same messages and answer text."""
+    gateway = [i for i, c in enumerate(calls) if _by_gateway(c)]
     if not gateway or len(gateway) == len(calls):
         return calls
-    free = [(set(_identities(calls[i])), i) for i in gateway]
-    twins: dict[int, ModelCall] = {}
-    dropped: set[int] = set()
+    twins = _twins_by_tree(calls, gateway, parents)
+    dropped = set(twins.values())
+    free = [(set(_identities(calls[i])), i) for i in gateway if i not in twins]
     for i, c in enumerate(calls):
-        if c.attributes.get(semconv.SCOPE_NAME) == GATEWAY_SCOPE:
+        if i in dropped or _by_gateway(c):
             continue
         mine = set(_identities(c))
         found = next((k for k, (keys, _) in enumerate(free) if keys & mine), None)
         if found is not None:
-            twins[free.pop(found)[1]] = c
+            twins[free.pop(found)[1]] = i
             dropped.add(i)
-    return [_merged(c, twins[i]) if i in twins else c for i, c in enumerate(calls) if i not in dropped]
+    return [_merged(c, calls[twins[i]]) if i in twins else c for i, c in enumerate(calls) if i not in dropped]
+
+
+def _twins_by_tree(calls: list[ModelCall], gateway: list[int], parents: Mapping[str, str | None]) -> dict[int, int]:
+    """``{gateway call: client call}`` for the gateway spans whose parent is a client's
+    model-call span (the ``traceparent`` it sent)."""
+    clients = {c.span_id: i for i, c in enumerate(calls) if not _by_gateway(c)}
+    children: dict[int, list[int]] = {}
+    for g in gateway:
+        parent = parents.get(calls[g].span_id)
+        if parent is not None and parent in clients:
+            children.setdefault(clients[parent], []).append(g)
+    twins: dict[int, int] = {}
+    for client, tries in children.items():  # a client that retried sent each try from its span
+        answered = [g for g in tries if not calls[g].failed]
+        twins[(answered or tries)[-1]] = client
+    return twins
+
+
+def _by_gateway(call: ModelCall) -> bool:
+    return call.attributes.get(semconv.SCOPE_NAME) == GATEWAY_SCOPE
 
 
 def _merged(gateway: ModelCall, client: ModelCall) -> ModelCall:

@@ -33,7 +33,8 @@ _PREVIEW = 100
 @dataclass
 class DevRollout:
     """One rollout of a dev run: the rollout as stored, its spans (latest attempt), the
-    training samples made from them (None if no adapter is available), and the failure."""
+    training samples made from them (None when none could be made: why is the last of
+    ``notes``), and the failure."""
 
     rollout: Rollout
     spans: list[Span]
@@ -153,16 +154,21 @@ def preview_adapter(algorithm: Algorithm) -> Callable[[list[Span]], Iterable[Any
 def training_samples(spans: list[Span], adapter: Any = None) -> tuple[list[Any] | None, str | None]:
     """What ``adapter`` makes of ``spans`` — by default the RL adapter
     (:class:`~agentbolt.adapters.SampleAdapter`), so the samples shown are those GRPO
-    trains on — or (None, why not)."""
-    from agentbolt.adapters import MissingTokenIdsError, SampleAdapter
+    trains on — or (None, why not): among the reasons, a rollout that made no recorded model
+    call, said as the runner and the algorithms say it (:mod:`agentbolt.adapters.no_model_call`)."""
+    from agentbolt.adapters import MissingTokenIdsError, SampleAdapter, is_model_call
+    from agentbolt.adapters.no_model_call import why_no_samples
 
     adapter = adapter if adapter is not None else SampleAdapter()
     try:
-        return list(adapter(spans)), None
+        samples = list(adapter(spans))
     except MissingTokenIdsError as exc:
         return None, f"none for RL: {exc}"
     except Exception as exc:  # noqa: BLE001 — dev shows why there are no samples instead of failing
         return None, f"{type(adapter).__name__} failed on these spans: {type(exc).__name__}: {exc}"
+    if not samples and not any(is_model_call(s) for s in spans):
+        return None, f"none: {why_no_samples()}"
+    return samples, None
 
 
 def _sample_view(sample: Any) -> Text:

@@ -11,7 +11,8 @@ all spans are stored — and then the outcome is reported: succeeded, or failed 
 exception span and the traceback. So an attempt the store shows as succeeded has all its
 spans stored: if some could not be stored (the store was down for longer than the
 tracer's retries), the attempt is reported failed as retryable instead, and the rollout
-runs again with a complete trace.
+runs again with a complete trace. A success that made no recorded model call is warned
+about (:mod:`agentbolt.runner.no_model_call`).
 
 Up to ``concurrency`` attempts run at once. Stopping (the ``stop`` event, or
 cancelling :meth:`Runner.run`, e.g. Ctrl-C) claims nothing more, lets running attempts
@@ -49,6 +50,7 @@ from agentbolt.runner.job import (
     outcome_of,
     send_outcome,
 )
+from agentbolt.runner.no_model_call import warn_if_no_model_call
 from agentbolt.runner.resources import ResourcesCache
 from agentbolt.store.base import Store
 from agentbolt.tracing.emitters import (
@@ -288,7 +290,7 @@ class Runner:
             await self.hooks.call("on_rollout_start", rollout=rollout)
         except Exception as exc:  # noqa: BLE001 — the attempt fails with it (reported below)
             error = exc
-        with tracer.attempt(rollout, attempt, resources, token=job.claim.token):
+        with tracer.attempt(rollout, attempt, resources, token=job.claim.token) as traced:
             if error is None and job.stop_reason is None:
                 try:
                     await self.hooks.call("on_trace_start", rollout=rollout, attempt=attempt, tracer=tracer)
@@ -321,6 +323,8 @@ class Runner:
             spans_lost = f"{type(exc).__name__}: {exc}"
             log.warning("spans of rollout %s are incomplete: flush failed (%s)", rollout.rollout_id, spans_lost)
         await self._report(job, error, stats, spans_lost)
+        if error is None and job.stop_reason is None and spans_lost is None:
+            await warn_if_no_model_call(self._store, traced)  # it passed: did it call a model?
         if self.hooks.defines("on_rollout_end"):
             await self._rollout_end(job)
 

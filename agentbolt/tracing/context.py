@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from agentbolt.types import Attempt, Resources, Rollout, Span
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AttemptContext",
+    "CallTally",
     "NoActiveRolloutError",
     "SpanSink",
     "current_context",
@@ -45,6 +46,26 @@ class SpanSink(Protocol):
     async def flush(self, attempt_id: str | None = None, timeout: float = 30.0) -> None: ...
 
 
+@dataclass
+class CallTally:
+    """The model calls an attempt made that agentbolt saw in this process, as they happen:
+    a cheap answer to "did this attempt call a model at all?" before its spans are read.
+
+    ``traced`` counts the model-call spans the tracer recorded (client spans, not a
+    framework's wrappers); ``to_gateway`` the HTTP requests sent through ``httpx`` to the
+    attempt's gateway URL (``…/rollout/<id>/attempt/<id>/…``, :mod:`.propagation`), each of
+    which the gateway records. A call the gateway recorded from any other HTTP client is in
+    neither: only the store knows of it."""
+
+    traced: int = 0
+    to_gateway: int = 0
+
+    @property
+    def any(self) -> bool:
+        """Whether a model call of the attempt is known to be recorded."""
+        return self.traced > 0 or self.to_gateway > 0
+
+
 @dataclass(frozen=True)
 class AttemptContext:
     """Everything code inside a rollout may need: what runs, with what, and where its
@@ -58,6 +79,8 @@ class AttemptContext:
     token: str | None = None
     """The attempt's rollout-scoped token (from ``Claim.token`` over HTTP): what a
     harnessed program gets as its API key for the gateway."""
+    calls: CallTally = field(default_factory=CallTally, compare=False)
+    """The model calls seen so far (:class:`CallTally`)."""
 
     @property
     def rollout_id(self) -> str:

@@ -188,6 +188,8 @@ class AttemptRouter(SpanProcessor):
             self._normalise(out, rec, sid, span, state)
         except Exception:  # noqa: BLE001 — keep the span as the instrumentation made it
             log.exception("agentbolt could not normalise model-call span %r; stored as is", span.name)
+        if semconv.records_model_call(out.attributes):
+            ctx.calls.traced += 1
         ctx.tracer._submit(out)
 
     def _normalise(self, out: Span, rec: _Record, sid: int, span: ReadableSpan, state: _AttemptState | None) -> None:

@@ -13,10 +13,14 @@ one of the attempt's LLM endpoints — gets two headers, unless it already has t
 * ``traceparent`` (W3C Trace Context): the span the call is made from, so that the
   gateway's span joins the agent's trace as its child.
 
-Requests to anywhere else are left alone. The agent's name at the moment of the call is,
-first found wins: the innermost ``agentbolt.agent(...)`` block; the name stamped on the
-current span or its nearest ancestor (a block entered in another thread); the LangGraph
-node running the call (LangChain's runnable config). Names that frameworks write on their
+Requests to anywhere else are left alone. Each request with the attempt's
+``/rollout/…/attempt/…/`` path is counted on the attempt
+(``AttemptContext.calls.to_gateway``, for the runner's "no recorded model call" check).
+
+The agent's name at the moment of the call is, first found wins: the innermost
+``agentbolt.agent(...)`` block; the name stamped on the current span or its nearest
+ancestor (a block entered in another thread); the LangGraph node running the call
+(LangChain's runnable config). Names that frameworks write on their
 spans only when those end (the OpenAI Agents SDK's agent spans) are not known yet: the
 adapters take them from the client's twin of the gateway's span instead
 (:mod:`agentbolt.adapters.calls`).
@@ -98,10 +102,14 @@ def _stamp_quietly(request: Any) -> None:
 
 def stamp_headers(request: Any) -> bool:
     """Add the agent and traceparent headers to an ``httpx.Request`` for the current
-    attempt's gateway; returns whether it is such a request."""
+    attempt's gateway, and count it (``AttemptContext.calls``); returns whether it is such
+    a request."""
     ctx = current_context()
-    if ctx is None or not is_gateway_url(str(request.url), ctx):
+    url = str(request.url)
+    if ctx is None or not is_gateway_url(url, ctx):
         return False
+    if _attempt_in_path(url) is not None:  # the gateway's URL of this attempt: it records the call
+        ctx.calls.to_gateway += 1
     headers = request.headers
     if AGENT_HEADER not in headers:
         name = agent_for_call()
@@ -117,13 +125,21 @@ def stamp_headers(request: Any) -> bool:
 def is_gateway_url(url: str, ctx: AttemptContext) -> bool:
     """Whether ``url`` is a model call of ``ctx``'s attempt through the gateway (or to one
     of the attempt's LLM endpoints)."""
-    parts = [unquote(p) for p in urlsplit(url).path.split("/")]
-    for i in range(len(parts) - 3):
-        if parts[i] == "rollout" and parts[i + 2] == "attempt":
-            return parts[i + 1] == ctx.rollout_id and parts[i + 3] == ctx.attempt_id
+    at = _attempt_in_path(url)
+    if at is not None:
+        return at == (ctx.rollout_id, ctx.attempt_id)
     resources = ctx.resources.resources.values() if ctx.resources is not None else ()
     endpoints = [r.endpoint for r in resources if isinstance(r, LLM)]
     return any(isinstance(e, str) and e and url.startswith(e.rstrip("/") + "/") for e in endpoints)
+
+
+def _attempt_in_path(url: str) -> tuple[str, str] | None:
+    """The (rollout id, attempt id) of a gateway URL's ``/rollout/<id>/attempt/<id>/`` path."""
+    parts = [unquote(p) for p in urlsplit(url).path.split("/")]
+    for i in range(len(parts) - 3):
+        if parts[i] == "rollout" and parts[i + 2] == "attempt":
+            return parts[i + 1], parts[i + 3]
+    return None
 
 
 def agent_for_call() -> str | None:

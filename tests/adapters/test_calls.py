@@ -185,3 +185,55 @@ def test_the_gateway_call_takes_token_ids_from_its_twin_when_it_has_none() -> No
     a.chat("gateway0000000001", [user("hi")], "hello", token_ids=False, extra=GATEWAY)
     (call,) = extract_model_calls(a.spans)
     assert call.span_id == "gateway0000000001" and call.has_token_ids and call.token_ids_source == "engine"
+
+
+def test_a_gateway_span_under_the_client_span_is_its_twin_whatever_each_recorded() -> None:
+    # the Responses API with previous_response_id: the client recorded the new turn only, the
+    # gateway rebuilt the whole conversation; the traceparent the client sent makes it the child
+    a = Attempt()
+    crew = a.chain("agent00000000001", "Crew Agent", {"graph.node.id": "researcher"})
+    client = a.chat("client00000000001", [user("and now?")], "done", token_ids=False, parent=crew.span_id)
+    history = [user("2+3?"), {"role": "assistant", "content": "5"}, user("and now?")]
+    a.chat("gateway0000000001", history, "done", extra=GATEWAY, parent=client.span_id)
+    (call,) = extract_model_calls(a.spans)
+    assert call.span_id == "gateway0000000001"
+    assert call.messages == history and call.has_token_ids  # the gateway's record, its token ids
+    assert call.agent_name == "researcher"  # the client's name
+
+
+def test_a_client_span_is_twinned_with_its_last_gateway_child_that_answered() -> None:
+    a = Attempt()
+    client = a.chat("client00000000001", [user("hi")], "hello", token_ids=False, agent="solver")
+    a.chat("gateway0000000001", [user("hi")], None, failed=True, extra=GATEWAY, parent=client.span_id)  # a 500, retried
+    a.chat("gateway0000000002", [user("hi")], "hello", extra=GATEWAY, parent=client.span_id)
+    calls = extract_model_calls(a.spans)
+    assert [(c.span_id, c.failed, c.agent_name) for c in calls] == [
+        ("gateway0000000001", True, "solver"), ("gateway0000000002", False, "solver")
+    ]
+
+
+def test_the_span_tree_pairs_twins_before_their_content_does() -> None:
+    # two identical calls: by content the first gateway span would take the second client span
+    a = Attempt()
+    first = a.chat("client00000000001", [user("roll a die")], "4", agent="a")
+    second = a.chat("client00000000002", [user("roll a die")], "4", agent="b")
+    a.chat("gateway0000000002", [user("roll a die")], "4", extra=GATEWAY, parent=second.span_id)
+    a.chat("gateway0000000001", [user("roll a die")], "4", extra=GATEWAY, parent=first.span_id)
+    names = {c.span_id: c.agent_name for c in extract_model_calls(a.spans)}
+    assert names == {"gateway0000000001": "a", "gateway0000000002": "b"}
+
+
+def test_graph_node_id_names_the_agent_crewais_role() -> None:
+    # CrewAI's OpenInference instrumentor writes the agent's role as graph.node.id
+    a = Attempt()
+    agent = a.chain("agent00000000001", "Agent._execute_task", {"openinference.span.kind": "AGENT",
+                                                                "graph.node.id": "Senior Researcher"})
+    a.chat("c1", [user("find it")], parent=agent.span_id)
+    assert extract_model_calls(a.spans)[0].agent_name == "Senior Researcher"
+
+
+def test_on_one_span_a_graph_nodes_name_wins_over_its_id() -> None:
+    a = Attempt()
+    node = a.chain("n1", "node", {"graph.node.id": "node-7", "graph.node.name": "planner"})
+    a.chat("c1", [user("plan")], parent=node.span_id)
+    assert extract_model_calls(a.spans)[0].agent_name == "planner"

@@ -365,6 +365,9 @@ class GRPO(Algorithm):
                 batch.per_rollout.append(found)
                 batch.samples.extend(found.samples)
             batch.members[g.group_id] = members
+        if batch.no_calls:  # they train nothing: say why, once a step
+            from agentbolt.adapters.no_model_call import left_out
+            log.warning("%s", left_out("GRPO", batch.no_calls, len(batch.rewards)))
         return batch
 
     async def _penalised(self, ctx: AlgorithmContext, rollout: Rollout) -> bool:

@@ -325,22 +325,26 @@ class SFT(Algorithm):
                              prefix: str) -> list[dict[str, Any]]:
         """Select among ``rollouts`` and make chat records of the kept ones' model calls."""
         from agentbolt.adapters.messages import MessagesAdapter
+        from agentbolt.adapters.no_model_call import answered_a_call, left_out
 
         cfg = self.config
         selection = select_rollouts(rollouts, min_reward=cfg.min_reward, top_k_per_task=cfg.top_k_per_task)
         rewards = [r.reward for r in rollouts if r.reward is not None and r.status == RolloutStatus.SUCCEEDED]
         adapter = MessagesAdapter(cfg.agent_match, train_on_history=cfg.train_on_history)
         records: list[dict[str, Any]] = []
-        no_calls = 0
+        no_calls = no_model_call = 0
         for r in selection.kept:
             spans = await ctx.store.get_spans(r.rollout_id, r.latest_attempt_id) if r.latest_attempt_id else []
             found = adapter.adapt(spans)
             no_calls += not found
+            no_model_call += not found and not answered_a_call(spans)
             records.extend(found)
+        if no_model_call:
+            log.warning("%s", left_out(f"SFT ({prefix}, selected)", no_model_call, len(selection.kept)))
         values.update({
             f"{prefix}/rollouts": selection.total, f"{prefix}/not_succeeded": selection.not_finished,
             f"{prefix}/unscored": selection.unscored, f"{prefix}/selected": len(selection.kept),
-            f"{prefix}/selected_without_calls": no_calls,
+            f"{prefix}/selected_without_calls": no_calls, f"{prefix}/no_model_calls": no_model_call,
             f"{prefix}/reward_mean": statistics.fmean(rewards) if rewards else None,
             f"{prefix}/success_rate": (sum(x >= cfg.success_threshold for x in rewards) / len(rewards)
                                        if rewards else None),
