@@ -4,8 +4,8 @@
   fewest rollouts pinned to it, then the lowest index) and is pinned there.
 * A pinned rollout stays on its replica while that replica is healthy: its earlier turns
   are in that replica's prefix cache.
-* :meth:`ReplicaPlacement.mark_down` takes a replica out for ``cooldown_s``: its rollouts
-  are placed again (as new ones) on their next call. When the cool-down has passed the
+* :meth:`ReplicaPlacement.mark_down` takes a replica out for ``cooldown_s`` and unpins its
+  rollouts: each is placed again (as a new one) on its next call. When the cool-down has passed the
   replica is *due for a probe* (:meth:`~ReplicaPlacement.due_for_probe`): whoever owns the
   placement checks it and calls :meth:`~ReplicaPlacement.mark_up` or ``mark_down`` again.
   The gateway probes with :meth:`~agentbolt.gateway.engine.Engine.probe`.
@@ -113,8 +113,8 @@ class ReplicaPlacement:
         self._states[replica].in_flight -= 1
 
     def mark_down(self, replica: int, reason: str) -> bool:
-        """Take ``replica`` out for the cool-down; False (and nothing changes) when it is the
-        only replica. Its rollouts move on their next call."""
+        """Take ``replica`` out for the cool-down and unpin its rollouts (each is placed again
+        on its next call); False (and nothing changes) when it is the only replica."""
         if self.n == 1:
             return False
         state = self._states[replica]
@@ -122,6 +122,9 @@ class ReplicaPlacement:
         state.down_reason = reason
         state.probing = False
         state.failures += 1
+        for rollout_id in [r for r, i in self._pins.items() if i == replica]:
+            del self._pins[rollout_id]  # placed again, as new rollouts, on their next call
+        state.pinned = 0
         return True
 
     def mark_up(self, replica: int) -> None:
