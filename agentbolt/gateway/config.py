@@ -43,6 +43,11 @@ class GatewayConfig(BaseModel):
         description="While paused, hold a new call up to this long for the resume instead of answering 429 "
         "at once (GRPO sets 60 s on a gateway of its own process: a weight swap then costs the agent no retry).",
     )
+    replica_cooldown_s: float = Field(
+        default=10.0, gt=0,
+        description="With several engine replicas: how long one that stopped answering (unreachable, 502-504) "
+        "stays out before the gateway probes it again.",
+    )
     span_batch_size: int = Field(default=256, ge=1, description="Spans per store write.")
     span_flush_interval: float = Field(default=0.05, gt=0, description="Longest wait before spans are written (s).")
     mode_cache_size: int = Field(default=100_000, ge=1, description="Rollouts whose mode and replica are remembered.")

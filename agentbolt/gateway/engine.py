@@ -53,6 +53,12 @@ class EngineError(Exception):
     def retryable(self) -> bool:
         return self.status_code == 429 or self.status_code >= 500
 
+    @property
+    def replica_down(self) -> bool:
+        """The replica could not answer at all (unreachable: 502, or a 503/504 from it): with
+        several replicas the gateway takes it out (:mod:`agentbolt.gateway.placement`)."""
+        return self.status_code in (502, 503, 504)
+
 
 class Engine(abc.ABC):
     """An OpenAI-compatible model server, local or remote, with one or more replicas."""
@@ -169,6 +175,11 @@ class Engine(abc.ABC):
         :class:`~agentbolt.gateway.weight_update.WeightUpdate` it loads."""
         update = WeightUpdate(state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path)
         return await self.load_weights(update, version=version)
+
+    async def probe(self, replica: int) -> None:
+        """Check that ``replica``, taken out after a failure, can answer again; raise
+        EngineError if not. The gateway calls it when the replica's cool-down has passed.
+        An engine in this process has nothing to check."""
 
     async def start(self) -> None:
         """Open connections / load weights. Idempotent."""

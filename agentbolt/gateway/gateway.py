@@ -2,8 +2,9 @@
 
 Per call it finds the rollout's mode (cached) and forces that mode's sampling, asks the
 engine for token ids and logprobs, sends the call to the rollout's replica (a rollout
-sticks to one, which keeps the engine's prefix cache warm), retries engine 429/5xx and
-timeouts with backoff, and hands a record of the call to the span recorder. ``pause``
+sticks to one, which keeps the engine's prefix cache warm; new rollouts go to the least
+loaded replica and a replica that stops answering is taken out: :mod:`.placement`), retries
+engine 429/5xx and timeouts with backoff, and hands a record of the call to the span recorder. ``pause``
 turns new calls away with 429 (or holds them up to ``pause_hold_s``) while calls in flight
 finish (``drain`` waits for them), so weights can be swapped between ``pause`` and ``resume``.
 
@@ -15,17 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Literal
 
+from agentbolt.gateway.admission import Admission, GatewayPausedError
 from agentbolt.gateway.config import GatewayConfig
 from agentbolt.gateway.engine import Engine, EngineError
 from agentbolt.gateway.history import AttemptHistory
 from agentbolt.gateway.inflight import InflightCall
 from agentbolt.gateway.origin import CallOrigin
+from agentbolt.gateway.placement import ReplicaPlacement
 from agentbolt.gateway.recording import CallRecord, SpanRecorder
 from agentbolt.gateway.responses.log import ResponseLog
 from agentbolt.gateway.streaming import StreamAssembler, sse_stream
@@ -37,23 +39,6 @@ __all__ = ["CallKind", "Gateway", "GatewayPausedError"]
 logger = logging.getLogger("agentbolt.gateway")
 
 CallKind = Literal["chat", "completions"]
-
-
-class GatewayPausedError(Exception):
-    """The gateway is paused (weights are being swapped): try again in ``retry_after`` s."""
-
-    status_code = 429
-
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(
-            f"the gateway is paused while the model's weights are updated: retry in {retry_after} s "
-            "(OpenAI clients do this by themselves on 429)"
-        )
-        self.retry_after = retry_after
-
-    @property
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": str(self), "type": "gateway_paused", "param": None, "code": "gateway_paused"}}
 
 
 class Gateway:
@@ -69,13 +54,13 @@ class Gateway:
         self._store: Store | None = None
         self._recorder: SpanRecorder | None = None
         self._modes: dict[str, str] = {}
-        self._replicas: dict[str, int] = {}
-        self._next_replica = itertools.count()
-        self._paused = False
-        self._in_flight = 0
-        self._idle: asyncio.Event | None = None
+        #: which replica answers each rollout (sticky, load-aware, around dead replicas)
+        self.placement = ReplicaPlacement(max(1, engine.n_replicas), cooldown_s=self.config.replica_cooldown_s,
+                                          max_rollouts=self.config.mode_cache_size)
+        self._probes: set[asyncio.Task[None]] = set()
+        #: the pause flag and the calls in flight (every replica's), which a weight swap drains
+        self.admission = Admission(self.config)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.calls = 0
         #: the attempts' finished calls, for token-exact prompts (:mod:`.history`)
         self.history = AttemptHistory(max_attempts=self.config.mode_cache_size)
         self.token_chat: TokenChat | None = None
@@ -119,7 +104,9 @@ class Gateway:
         if self._recorder is not None:
             await self._recorder.close()
             self._recorder = None  # its events belong to this loop
-        self._idle = None
+        self.admission.reset()
+        for task in list(self._probes):
+            task.cancel()
         await self.engine.close()
 
     async def flush(self) -> None:
@@ -134,33 +121,37 @@ class Gateway:
     # ------------------------------------------------------------------ pause / drain
     @property
     def paused(self) -> bool:
-        return self._paused
+        return self.admission.paused
 
     @property
     def in_flight(self) -> int:
-        return self._in_flight
+        """Calls in flight, on every replica."""
+        return self.admission.in_flight
+
+    @property
+    def calls(self) -> int:
+        """Calls admitted since the gateway was made."""
+        return self.admission.admitted
 
     def pause(self) -> None:
         """Turn new calls away with 429 + Retry-After; calls in flight go on."""
-        self._paused = True
+        self.admission.paused = True
 
     def resume(self) -> None:
-        self._paused = False
+        self.admission.paused = False
 
     async def drain(self, timeout: float | None = None) -> None:
-        """Wait until no call is in flight (after :meth:`pause`, nothing new starts)."""
-        if self._in_flight == 0:
-            return
-        async with asyncio.timeout(timeout):
-            await self._idle_event().wait()
+        """Wait until no call is in flight on any replica (after :meth:`pause`, nothing new starts)."""
+        await self.admission.drain(timeout)
 
     def status(self) -> dict[str, Any]:
         return {
-            "paused": self._paused,
-            "in_flight": self._in_flight,
+            "paused": self.paused,
+            "in_flight": self.in_flight,
             "calls": self.calls,
             "engine": self.engine.name,
             "replicas": self.engine.n_replicas,
+            "replica_states": self.placement.status(),
             "policy_version": self.engine.policy_version,
             "pending_spans": self._recorder.pending if self._recorder is not None else 0,
             "prompts": self.history.stats.as_dict(),
@@ -168,35 +159,6 @@ class Gateway:
             "dtype": _str_or_none(self.engine.dtype),
             "device": _str_or_none(self.engine.device),
         }
-
-    def _idle_event(self) -> asyncio.Event:
-        if self._idle is None:
-            self._idle = asyncio.Event()
-            if self._in_flight == 0:
-                self._idle.set()
-        return self._idle
-
-    async def _admit(self) -> None:
-        """:meth:`_enter`, after holding the call while paused (``pause_hold_s``)."""
-        hold = self.config.pause_hold_s
-        if self._paused and hold > 0:
-            deadline = time.monotonic() + hold
-            while self._paused and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)  # a plain flag: pause/resume may come from another thread
-        self._enter()
-
-    def _enter(self) -> None:
-        if self._paused:
-            raise GatewayPausedError(self.config.retry_after)
-        self._in_flight += 1
-        self.calls += 1
-        if self._idle is not None:
-            self._idle.clear()
-
-    def _exit(self) -> None:
-        self._in_flight -= 1
-        if self._in_flight == 0 and self._idle is not None:
-            self._idle.set()
 
     # ------------------------------------------------------------------ routing
     async def mode_of(self, rollout_id: str) -> str:
@@ -210,12 +172,36 @@ class Gateway:
         return mode
 
     def replica_for(self, rollout_id: str) -> int:
-        """The engine replica this rollout sticks to (assigned round-robin)."""
-        replica = self._replicas.get(rollout_id)
-        if replica is None:
-            replica = next(self._next_replica) % max(1, self.engine.n_replicas)
-            _remember(self._replicas, rollout_id, replica, self.config.mode_cache_size)
-        return replica
+        """The engine replica for the rollout's next call (see :mod:`.placement`); raises
+        :class:`~agentbolt.gateway.placement.NoHealthyReplicaError` (503) when all are down."""
+        for replica in self.placement.due_for_probe():
+            task = asyncio.get_running_loop().create_task(self._probe(replica))
+            self._probes.add(task)
+            task.add_done_callback(self._probes.discard)
+        return self.placement.replica_for(rollout_id)
+
+    async def _probe(self, replica: int) -> None:
+        """Put a replica whose cool-down has passed back if it answers; else out again."""
+        try:
+            async with asyncio.timeout(self.config.request_timeout):
+                await self.engine.probe(replica)
+        except Exception as exc:  # noqa: BLE001 — whatever stops the probe keeps the replica out
+            message = exc.message if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
+            self.placement.mark_down(replica, f"probe failed: {message}")
+            return
+        logger.info("engine replica %d answers again: it takes new rollouts", replica)
+        self.placement.mark_up(replica)
+
+    def _place(self, call: InflightCall) -> None:
+        """Send ``call`` to its rollout's replica now (counted there until :meth:`_release`)."""
+        call.replica = self.replica_for(call.rollout_id)
+        self.placement.started(call.replica)
+        call.placed = True
+
+    def _release(self, call: InflightCall) -> None:
+        if call.placed:
+            call.placed = False
+            self.placement.finished(call.replica)
 
     def prepare(self, kind: CallKind, body: dict[str, Any], mode: str, *, stream: bool) -> dict[str, Any]:
         """The body sent to the engine: the agent's, with the mode's sampling forced (a
@@ -251,15 +237,21 @@ class Gateway:
             rollout_id=rollout_id,
             attempt_id=attempt_id,
             request=self.prepare(kind, body, mode, stream=stream),
-            replica=self.replica_for(rollout_id),
             version=self.engine.policy_version,
             streamed=stream,
             origin=origin,
         )
 
     async def _backoff_or_raise(self, call: InflightCall, err: EngineError) -> None:
-        """After a failed try: wait before the next one, or record the failure and raise."""
-        if not err.retryable or call.retries >= self.config.max_retries:
+        """After a failed try: wait before the next one, or record the failure and raise. A
+        replica that could not answer is taken out, and the call fails (5xx: retryable)."""
+        self._release(call)
+        taken_out = err.replica_down and self.placement.mark_down(call.replica, err.message)
+        if taken_out:
+            logger.warning("engine replica %d taken out: %s", call.replica, err.message)
+            err = EngineError(err.status_code, f"engine replica {call.replica} failed and was taken out "
+                              f"({err.message}); retry the call: the rollout moves to a healthy replica")
+        if taken_out or not err.retryable or call.retries >= self.config.max_retries:
             self._record(call, None, err.status_code, err.message)
             raise err
         await asyncio.sleep(self.config.retry_backoff * 2**call.retries)
@@ -272,13 +264,15 @@ class Gateway:
         the call and its span (:mod:`.origin`), recorded on the call's span, as are
         ``attributes``."""
         mode = await self.mode_of(rollout_id)
-        await self._admit()
+        await self.admission.admit()
+        call: InflightCall | None = None
         try:
             call = self._begin(kind, body, mode, rollout_id, attempt_id, stream=False, origin=origin)
             call.attributes.update(attributes or {})
             send = self._sender(kind, call)
             while True:
                 try:
+                    self._place(call)
                     async with asyncio.timeout(self.config.request_timeout):
                         response = await send(call.request, replica=call.replica)
                     break
@@ -289,7 +283,9 @@ class Gateway:
             self._record(call, response, 200, None)
             return response
         finally:
-            self._exit()
+            if call is not None:
+                self._release(call)
+            self.admission.exit()
 
     async def open_stream(
         self, kind: CallKind, body: dict[str, Any], rollout_id: str, attempt_id: str, origin: CallOrigin | None = None
@@ -308,13 +304,15 @@ class Gateway:
         first chunk comes as a last ``{"error": ...}`` item); for APIs the gateway
         translates (the Responses API). ``attributes`` go on the call's span."""
         mode = await self.mode_of(rollout_id)
-        await self._admit()
+        await self.admission.admit()
+        call: InflightCall | None = None
         try:
             call = self._begin(kind, body, mode, rollout_id, attempt_id, stream=True, origin=origin)
             call.attributes.update(attributes or {})
             start = self._sender(kind, call, stream=True)
             while True:
                 try:
+                    self._place(call)
                     chunks = start(call.request, replica=call.replica)
                 except EngineError as exc:  # a request refused before any chunk (e.g. a bad tool_choice)
                     await self._backoff_or_raise(call, exc)
@@ -331,7 +329,9 @@ class Gateway:
                     err = exc if isinstance(exc, EngineError) else _timeout_error(self.config.request_timeout)
                     await self._backoff_or_raise(call, err)
         except BaseException:
-            self._exit()
+            if call is not None:
+                self._release(call)
+            self.admission.exit()
             raise
         return self._relay(call, first, chunks, hide_usage=hide_usage)
 
@@ -362,6 +362,8 @@ class Gateway:
                         yield chunk
         except (EngineError, TimeoutError) as exc:
             err = exc if isinstance(exc, EngineError) else _timeout_error(self.config.request_timeout)
+            if err.replica_down and self.placement.mark_down(call.replica, err.message):
+                logger.warning("engine replica %d taken out mid-stream: %s", call.replica, err.message)
             status, error = err.status_code, err.message
             yield err.body
         except BaseException as exc:  # the agent went away (or we are shutting down)
@@ -369,8 +371,9 @@ class Gateway:
             raise
         finally:
             await _aclose(chunks)
+            self._release(call)
             self._record(call, assembler.result(), status, error)
-            self._exit()
+            self.admission.exit()
 
     def _sender(self, kind: CallKind, call: InflightCall, *, stream: bool = False) -> Callable[..., Any]:
         """What answers a call: the engine, or for chat on an engine with a tokenizer, the
@@ -427,8 +430,16 @@ def _usage_only(chunk: dict[str, Any]) -> bool:
     return not chunk.get("choices") and chunk.get("usage") is not None
 
 
+class _GatewayTimeout(EngineError):
+    """The gateway's own ``request_timeout``: a slow answer, not a replica that is down."""
+
+    @property
+    def replica_down(self) -> bool:
+        return False
+
+
 def _timeout_error(seconds: float) -> EngineError:
-    return EngineError(504, f"the engine did not answer within {seconds:g} s (GatewayConfig.request_timeout)")
+    return _GatewayTimeout(504, f"the engine did not answer within {seconds:g} s (GatewayConfig.request_timeout)")
 
 
 async def _aclose(chunks: AsyncIterator[Any]) -> None:

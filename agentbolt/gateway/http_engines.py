@@ -11,7 +11,9 @@
   running vLLM. It loads LoRA adapters at runtime (:meth:`VLLMEngine.load_weights`
   with ``lora_path=``), through vLLM's ``/v1/load_lora_adapter`` API.
 
-Several base URLs make several replicas (a rollout sticks to one).
+Several base URLs make several replicas: the gateway pins each rollout to one, places
+new rollouts by load and takes a replica that stops answering out until :meth:`probe`
+finds it back (:mod:`agentbolt.gateway.placement`).
 """
 
 from __future__ import annotations
@@ -176,7 +178,14 @@ class OpenAIEngine(Engine):
         return self._stream("/completions", body, replica)
 
     async def models(self) -> dict[str, Any]:
-        session, base = self._client(0)
+        return await self._models(0)
+
+    async def probe(self, replica: int) -> None:
+        """``GET /models`` on ``replica``: it answers, or an EngineError says why not."""
+        await self._on_own_loop(self._models(replica))
+
+    async def _models(self, replica: int) -> dict[str, Any]:
+        session, base = self._client(replica)
         try:
             async with session.get(base + "/models") as resp:
                 status, content = resp.status, await resp.read()
@@ -226,6 +235,8 @@ class VLLMEngine(OpenAIEngine):
         self._policy_version = policy_version
         self.lora_prefix = lora_name
         self._lora: str | None = None
+        self._lora_path: str | None = None
+        self._stale: set[int] = set()  # replicas that missed the last adapter load (unreachable then)
         self._loads = 0
         self._names: ServedNames | None = None
         self._names_retry_at = 0.0
@@ -274,23 +285,35 @@ class VLLMEngine(OpenAIEngine):
         logger.info("vLLM at %s serves %s; calls for other model names go to %r", self.base_urls[0],
                     sorted(self._names.names), self._names.base)
 
+    def _check_current(self, replica: int) -> None:
+        """A replica that missed the last adapter load serves old weights: refuse to use it
+        (503: the gateway takes it out, and its :meth:`probe` loads the adapter)."""
+        if replica % self.n_replicas in self._stale:
+            raise EngineError(503, f"the vLLM server at {self.base_urls[replica % self.n_replicas]} missed the "
+                                   f"load of adapter {self._lora!r} (it was unreachable): it takes no calls until "
+                                   "a probe loads it")
+
     async def chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
         await self._learn_names()
+        self._check_current(replica)
         return await super().chat_completions(body, replica=replica)
 
     async def completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
         await self._learn_names()
+        self._check_current(replica)
         return await super().completions(body, replica=replica)
 
     async def stream_chat_completions(self, body: dict[str, Any], *, replica: int = 0,
                                       ) -> AsyncIterator[dict[str, Any]]:
         await self._learn_names()
+        self._check_current(replica)
         async for chunk in super().stream_chat_completions(body, replica=replica):
             yield chunk
 
     async def stream_completions(self, body: dict[str, Any], *, replica: int = 0,
                                  ) -> AsyncIterator[dict[str, Any]]:
         await self._learn_names()
+        self._check_current(replica)
         async for chunk in super().stream_completions(body, replica=replica):
             yield chunk
 
@@ -299,7 +322,9 @@ class VLLMEngine(OpenAIEngine):
 
         ``state_dict`` / ``lora`` objects raise EngineError(501): vLLM reads adapters from
         a directory, and full-weight sync (NCCL) is not implemented. If a replica refuses
-        the adapter, it is unloaded from the others and the previous one stays served.
+        the adapter, it is unloaded from the others and the previous one stays served. A
+        replica that cannot be reached (while others load it) is skipped and takes no calls
+        until :meth:`probe` finds it back and loads the adapter there.
         """
         if update.state_dict is not None or update.lora is not None:
             raise EngineError(
@@ -319,20 +344,45 @@ class VLLMEngine(OpenAIEngine):
         if name == self._lora:  # the same version again: vLLM refuses a name it already has
             name = f"{name}.{self._loads}"
         loaded: list[int] = []
+        missed: list[tuple[int, EngineError]] = []
         try:
             for replica in range(self.n_replicas):
-                await self._lora_call(replica, "/load_lora_adapter", {"lora_name": name, "lora_path": path})
+                try:
+                    await self._lora_call(replica, "/load_lora_adapter", {"lora_name": name, "lora_path": path})
+                except EngineError as err:
+                    if not err.replica_down:
+                        raise
+                    missed.append((replica, err))
+                    continue
                 loaded.append(replica)
+            if not loaded:
+                raise missed[0][1]
         except BaseException:
-            for replica in loaded:  # all replicas serve the same weights, or none changes
+            for replica in loaded:  # the reachable replicas serve the same weights, or none changes
                 await self._unload(replica, name)
             raise
-        old, self._lora = self._lora, name
+        for replica, missed_err in missed:
+            logger.warning("vLLM replica %s missed adapter %r (%s): it takes no calls until it answers again",
+                           self.base_urls[replica], name, missed_err.message)
+        old, self._lora, self._lora_path = self._lora, name, path
+        self._stale = {r for r, _ in missed}
         self._policy_version = new_version
         if old is not None:
-            for replica in range(self.n_replicas):
+            for replica in loaded:
                 await self._unload(replica, old)
         return new_version
+
+    async def probe(self, replica: int) -> None:
+        """``GET /models`` on ``replica``; if it does not list the adapter now served (it was
+        restarted, or missed the load), load the adapter there first."""
+        await self._on_own_loop(self._probe(replica % self.n_replicas))
+
+    async def _probe(self, replica: int) -> None:
+        listed = {m.get("id") for m in (await self._models(replica)).get("data") or () if isinstance(m, dict)}
+        if self._lora is not None and self._lora_path is not None and self._lora not in listed:
+            body = {"lora_name": self._lora, "lora_path": self._lora_path}
+            await self._lora_call(replica, "/load_lora_adapter", body)
+        self._stale.discard(replica)
 
     async def _unload(self, replica: int, name: str) -> None:
         try:

@@ -19,11 +19,14 @@ class InflightCall:
     rollout_id: str
     attempt_id: str
     request: dict[str, Any]
-    replica: int
     version: int | None
     streamed: bool
+    replica: int = 0
+    """Set by the gateway before each try (a call may move after a replica is taken out)."""
     origin: CallOrigin | None = None
     retries: int = 0
+    placed: bool = False
+    """The call is counted in flight on ``replica`` (:class:`~agentbolt.gateway.placement.ReplicaPlacement`)."""
     attributes: dict[str, Any] = field(default_factory=dict)
     wall0: float = field(default_factory=time.time)
     t0: float = field(default_factory=time.perf_counter)

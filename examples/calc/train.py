@@ -2,6 +2,7 @@
 
     python examples/calc/train.py              # SmolLM2-135M-Instruct, ~30 min on 2 cores
     python examples/calc/train.py --smoke      # the same path in a minute: 1 tiny step
+    python examples/calc/train.py --config examples/calc/cluster.yaml   # at scale: docs/scale-out.md (untested)
 
 The agent (``task.py``) answers word problems like "Ann buys 41 packs of 23 pens and loses
 15 pens..." by calling a calculator — ``CALC(41 * 23 - 15)`` — reading the result, and
@@ -15,6 +16,12 @@ runners run ``calc_agent`` on every task, the gateway records each model call wi
 token ids; GRPO turns each rollout's two calls into one training sample (exact-prefix
 merge), computes group advantages, updates a LoRA adapter and hot-swaps it into the
 engine. Before and after, the held-out problems are solved greedily.
+
+Settings: the flags below; ``--config FILE`` reads them from YAML (flags given win):
+``cpu.yaml`` holds the defaults (this machine, as above); ``cluster.yaml`` the same
+settings at cluster scale plus a ``cluster`` section — the policy trained here (under
+``torchrun``), vLLM replicas behind the gateway of the server this process starts on a
+PostgreSQL store, runners started elsewhere with ``agentbolt runner`` (see docs/scale-out.md).
 
 Outputs in ``--run-dir`` (default ``runs/calc``): ``metrics.jsonl``, ``learning_curve.png``,
 checkpoints (a second run resumes; ``--fresh`` starts over) and ``model/``, the trained
@@ -46,23 +53,65 @@ from _common import (  # noqa: E402
 from task import MAX_TOKENS, calc_agent, heldout_set, train_set  # noqa: E402
 
 import agentbolt  # noqa: E402
-from agentbolt.algorithms import GRPO, GRPOResult  # noqa: E402
+from agentbolt.algorithms import GRPO, GRPOConfig, GRPOResult  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = grpo_parser(__doc__, run_dir="runs/calc", max_tokens=MAX_TOKENS)
     p.add_argument("--schedule", choices=["sync", "async"], default="sync")
+    p.add_argument("--config", help="YAML settings: cpu.yaml (the defaults) or cluster.yaml (docs/scale-out.md)")
+    settings = load_config(p.parse_known_args(argv)[0].config)
+    cluster = settings.pop("cluster", None)
+    unknown = sorted(set(settings) - set(vars(p.parse_args([]))))
+    if unknown:
+        p.error(f"unknown settings {unknown} in {p.parse_known_args(argv)[0].config}: use the flags' names")
+    p.set_defaults(**settings)
     args = p.parse_args(argv)
+    args.cluster = cluster
     if args.smoke:  # about a minute
         args.steps, args.minutes, args.tasks_per_step, args.group_size = 1, 5.0, 2, 4
         args.train_size, args.val_size, args.max_tokens = 4, 2, 16
     return args
 
 
+def load_config(path: str | None) -> dict[str, Any]:
+    """The YAML file's settings (none without ``--config``)."""
+    if path is None:
+        return {}
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise SystemExit(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+    return data
+
+
 def build_trainer(args: argparse.Namespace, run_dir: Path) -> agentbolt.Trainer:
-    """GRPO with the engine in this process: updates are hot-swapped into it."""
+    """GRPO with the engine in this process (updates hot-swapped into it), or as the
+    config's ``cluster`` section says."""
     config = grpo_config(args, run_dir, schedule=args.schedule, micro_batch_tokens=2048)
-    return in_process_trainer(GRPO(config), args, run_dir)
+    if args.cluster is None:
+        return in_process_trainer(GRPO(config), args, run_dir)
+    return cluster_trainer(config, args, run_dir)
+
+
+def cluster_trainer(config: GRPOConfig, args: argparse.Namespace, run_dir: Path) -> agentbolt.Trainer:
+    """The ``cluster`` section: ``policy_model`` trained in this process (every rank, under
+    torchrun), the ``engine`` (an EngineSpec: vLLM replicas) behind the gateway of the
+    server started on ``host``:``port`` over ``store``, runners started elsewhere; ``grpo``
+    overrides GRPOConfig fields (``dtype``, ``sharding``, ``adapter_dir``...)."""
+    from agentbolt.execution import ExternalStrategy
+    from agentbolt.gateway import EngineSpec, GatewayConfig, GatewaySpec
+
+    c = dict(args.cluster)
+    config = GRPOConfig.model_validate({**config.model_dump(), **c.get("grpo", {})})
+    gateway = GatewaySpec(engine=EngineSpec(**c["engine"]), config=GatewayConfig(**c.get("gateway", {})))
+    return agentbolt.Trainer(
+        algorithm=GRPO(config, model=c["policy_model"]), store=c.get("store"), gateway=gateway,
+        strategy=ExternalStrategy(host=c.get("host", "0.0.0.0"), port=c.get("port", 4747), run_dir=str(run_dir)),
+        runner=agentbolt.Runner(concurrency=c.get("runner_concurrency", 16)),
+        resources={"llm": agentbolt.gateway_llm(max_tokens=args.max_tokens)},
+    )
 
 
 def summary(result: GRPOResult, wall: float) -> dict[str, Any]:
