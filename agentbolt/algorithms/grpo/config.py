@@ -6,22 +6,18 @@ field names are the ones the docs and the metrics use.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from agentbolt.adapters.match import agent_matcher
-from agentbolt.training.lora import LoraSettings
+from agentbolt.training.settings import PolicyTrainingConfig
 
 __all__ = ["GRPOConfig"]
 
 
-class GRPOConfig(BaseModel):
+class GRPOConfig(PolicyTrainingConfig):
     """Settings of :class:`~agentbolt.algorithms.GRPO` (see docs/algorithms.md)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     # --- what is sampled
     max_steps: int = Field(20, ge=1, description="Policy updates to run.")
@@ -70,9 +66,6 @@ class GRPOConfig(BaseModel):
 
     # --- the update
     learning_rate: float = Field(1e-5, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    max_grad_norm: float | None = Field(1.0, gt=0)
     ppo_epochs: int = Field(1, ge=1, description="Optimizer passes over each batch.")
     micro_batch_tokens: int = Field(4096, ge=1, description="Token budget per forward/backward (gradient "
                                                             "accumulation).")
@@ -93,19 +86,6 @@ class GRPOConfig(BaseModel):
     kl_coef: float = Field(0.0, ge=0, description="β of the KL to the reference (initial) policy; 0 = off.")
     log_kl: bool = False
     """Compute (and log) the KL to the reference even when ``kl_coef`` is 0 (one extra forward)."""
-    lora: LoraSettings | None = Field(default_factory=LoraSettings)
-    """A LoRA adapter to train; ``None`` trains every weight."""
-    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    """The trainer's compute dtype. ``auto``: bfloat16 on GPUs that support it, float32 on
-    CPU. Trained weights stay float32 whatever it is (full fine-tuning runs bf16 under autocast)."""
-    sharding: Literal["none", "fsdp"] = "none"
-    """How the policy's weights lie over ``torchrun``'s ranks. ``none``: every rank holds
-    the whole policy (data parallelism; one process: nothing to split). ``fsdp``: FSDP2
-    shards weights, gradients and optimizer state over the ranks (PyTorch's
-    ``fully_shard``, :mod:`agentbolt.training.fsdp`), the update unchanged otherwise; a
-    ``bfloat16`` ``dtype`` then computes through FSDP's mixed precision, weights kept in
-    float32. Checked on CPU/gloo only; ``Trainer.fit`` does not take it yet (publishing and
-    checkpoints read the whole policy on rank 0) and says so."""
     device: str | None = None
     """Where the policy trains (``cpu``, ``cuda``, ``cuda:1``). Default: the in-process
     engine's device; with an engine elsewhere, ``cuda`` when there is one, else ``cpu``."""
@@ -114,9 +94,6 @@ class GRPOConfig(BaseModel):
     logprobs (which then only weigh the behaviour policy's mismatch). ``None``: unless
     trainer and engine both compute in float32 on the same device (another dtype, bf16 on
     both sides, or an engine that does not report them, such as vLLM)."""
-    gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass (less memory). The shared-prefix forward
-    needs a key/value cache, which checkpointing turns off: such micro-batches run whole."""
 
     # --- publishing to the engine
     adapter_dir: str | None = None
@@ -189,11 +166,3 @@ class GRPOConfig(BaseModel):
         if self.schedule == "sync":
             return self.tasks_per_step
         return self.groups_in_flight or min(2 * self.tasks_per_step, self.max_in_flight)
-
-    @classmethod
-    def from_yaml(cls, path: str | Path, **overrides: Any) -> GRPOConfig:
-        """Read a YAML mapping of these fields; ``overrides`` win."""
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a mapping of GRPOConfig fields, got {type(data).__name__}")
-        return cls.model_validate({**data, **overrides})

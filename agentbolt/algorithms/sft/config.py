@@ -5,21 +5,17 @@ Loads from YAML (``SFTConfig.from_yaml("sft.yaml")``) or keyword arguments.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from agentbolt.training.lora import LoraSettings
+from agentbolt.training.settings import PolicyTrainingConfig
 
 __all__ = ["SFTConfig"]
 
 
-class SFTConfig(BaseModel):
+class SFTConfig(PolicyTrainingConfig):
     """Settings of :class:`~agentbolt.algorithms.SFT` (see docs/algorithms.md)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     # --- which rollouts are learned from
     min_reward: float | None = Field(1.0, description="Keep rollouts whose reward is at least this (None: no bar).")
@@ -46,24 +42,9 @@ class SFTConfig(BaseModel):
     learning_rate: float = Field(2e-4, gt=0)
     batch_size: int = Field(8, ge=1, description="Records per optimizer step.")
     micro_batch_tokens: int = Field(4096, ge=1, description="Padded tokens per forward/backward (accumulated).")
-    weight_decay: float = Field(0.0, ge=0)
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    max_grad_norm: float | None = Field(1.0, gt=0)
     warmup_ratio: float = Field(0.05, ge=0, lt=1, description="Share of optimizer steps with a linear warmup.")
     lr_schedule: Literal["cosine", "linear", "constant"] = "cosine"
     """Decay after the warmup, to 0 at the last optimizer step of an iteration."""
-    lora: LoraSettings | None = Field(default_factory=LoraSettings)
-    """A LoRA adapter to train; ``None`` trains every weight."""
-    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
-    sharding: Literal["none", "fsdp"] = "none"
-    """How the policy's weights lie over ``torchrun``'s ranks. ``none``: every rank holds
-    the whole policy (data parallelism; one process: nothing to split). ``fsdp``: FSDP2
-    shards weights, gradients and optimizer state over the ranks (PyTorch's
-    ``fully_shard``, :mod:`agentbolt.training.fsdp`), the update unchanged otherwise; a
-    ``bfloat16`` ``dtype`` then computes through FSDP's mixed precision, weights kept in
-    float32. Checked on CPU/gloo only; ``Trainer.fit`` does not take it yet (publishing and
-    checkpoints read the whole policy on rank 0) and says so."""
-    gradient_checkpointing: bool = False
     seed: int = 0
 
     # --- evaluation, checkpoints, output
@@ -91,11 +72,3 @@ class SFTConfig(BaseModel):
             raise ValueError("SFTConfig selects nothing: set min_reward (e.g. 1.0), top_k_per_task (e.g. 1), or both; "
                              "to learn from every succeeded rollout set min_reward to the lowest possible reward")
         return self
-
-    @classmethod
-    def from_yaml(cls, path: str | Path, **overrides: Any) -> SFTConfig:
-        """Read a YAML mapping of these fields; ``overrides`` win."""
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(data, dict):
-            raise TypeError(f"{path}: expected a mapping of SFTConfig fields, got {type(data).__name__}")
-        return cls.model_validate({**data, **overrides})
