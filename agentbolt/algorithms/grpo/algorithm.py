@@ -14,6 +14,7 @@ One step, in the order the code runs it (:meth:`GRPO._step`):
    groups whose rewards are all equal are dropped, failed rollouts never enter (but
    the agent program's own failures with ``failure_reward``: :mod:`.failures`)
    (:mod:`.advantages`); rollouts staler than ``max_policy_lag`` are dropped (:mod:`.staleness`);
+   every rollout not trained is counted under its reason (``rows/...``: :mod:`.row_accounting`);
 4. **update** — PPO-clipped, importance-corrected, per-rollout-normalised loss, AdamW
    (:mod:`.update`, :mod:`.loss`);
 5. **publish** — the gateway pauses and drains, the engine loads the new weights and the
@@ -68,9 +69,11 @@ from agentbolt.algorithms.grpo.onpolicy import (
     refusal,
 )
 from agentbolt.algorithms.grpo.overlong import filter_overlong, truncated_calls
+from agentbolt.algorithms.grpo.row_accounting import row_metrics
 from agentbolt.algorithms.grpo.step_progress import step_progress
 from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
 from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
+from agentbolt.metrics.rows import DropReason, why_nothing_trained
 from agentbolt.rewards.group import GroupReward, score_groups
 from agentbolt.training import distributed as dist
 from agentbolt.training.publish import NoGatewayError, engine_info, policy_device
@@ -284,6 +287,7 @@ class GRPO(Algorithm):
         t0 = time.perf_counter()
         groups = await scheduler.next_batch(cfg.tasks_per_step, version)
         t_sampled = time.perf_counter()
+        offered = [r.rollout_id for g in groups for r in g.rollouts]
         await control.flush()
         await self._failed_steps.check(ctx.store, [r for g in groups for r in g.rollouts], step)
         judged: dict[str, float] = {}
@@ -298,7 +302,7 @@ class GRPO(Algorithm):
         advantages = compute_advantages(batch.members, scale_std=cfg.scale_std, leave_one_out=cfg.leave_one_out)
         samples = apply_advantages(batch.samples, advantages)
         values["samples/truncated_calls"] = truncated_calls(samples)
-        samples = filter_overlong(samples, cfg.overlong)
+        samples = kept = filter_overlong(samples, cfg.overlong)
         A = list(advantages.by_rollout.values())
         values.update({
             "groups/dropped_equal": advantages.dropped_groups,
@@ -312,6 +316,8 @@ class GRPO(Algorithm):
             values.update({"staleness/max_lag": split.max_lag, "staleness/dropped_rollouts": len(split.stale_rollouts),
                            "staleness/unknown_version_rollouts": len(split.unknown_rollouts)})
         values["samples/trained"] = len(samples)
+        values.update(row_metrics(offered, batch.members, batch.refused, batch.samples, advantages, kept, split,
+                                  samples))
         for agent, counts in agent_counts(samples).items():
             values.update({f"agents/{agent}/{key}": n for key, n in counts.items()})
         t_update = time.perf_counter()
@@ -323,11 +329,8 @@ class GRPO(Algorithm):
             version, published = await self._sync.publish(version, update.steps, probe_of(samples))
             values.update(published)
             values["time/sync_s"] = time.perf_counter() - t_sync
-        elif advantages.by_rollout:
-            log.warning("step %d: every rollout with signal was staler than max_policy_lag=%d: no update",
-                        step, cfg.max_policy_lag)
         else:
-            log.warning("step %d: no group carried signal (all rewards equal in every group): no update", step)
+            log.warning("step %d trained nothing: %s", step, why_nothing_trained(values))
         values.update({"time/sample_s": t_sampled - t0, "time/update_s": time.perf_counter() - t_update,
                        "time/step_s": time.perf_counter() - t0, "policy_version": version})
         return values, version
@@ -353,6 +356,7 @@ class GRPO(Algorithm):
                     if not batch.off_policy:
                         log.warning("%s", exc)
                     batch.off_policy += 1
+                    batch.refused[r.rollout_id] = "off_policy"
                     if not batch.per_rollout and batch.off_policy == sum(len(x.rollouts) for x in groups):
                         raise  # every rollout of the step: the gateway is set up wrong, say so
                     continue
@@ -361,6 +365,7 @@ class GRPO(Algorithm):
                     if r.status == RolloutStatus.FAILED:  # no call succeeded: infrastructure, not the program
                         members[-1], batch.rewards[-1] = GroupMember(r.rollout_id, None, failed=True), r.reward
                         batch.program_failures -= 1
+                    batch.refused[r.rollout_id] = "no_model_call"
                     continue
                 batch.per_rollout.append(found)
                 batch.samples.extend(found.samples)
@@ -395,6 +400,8 @@ class _Batch:
     """Rollouts refused because a training call was sampled otherwise than the ratio assumes."""
     program_failures: int = 0
     """Failed rollouts trained with ``failure_reward`` (the agent program's own failure)."""
+    refused: dict[str, DropReason] = field(default_factory=dict)
+    """Rollouts that built no sample: refused as ``off_policy``, or with ``no_model_call``."""
 
     def metrics(self, threshold: float) -> dict[str, Any]:
         scored = [r for r in self.rewards if r is not None]

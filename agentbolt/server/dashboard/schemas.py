@@ -26,9 +26,15 @@ __all__ = [
     "LogprobsSummary",
     "CallView",
     "CallList",
+    "LineageCall",
+    "LineageSample",
+    "LineageCounts",
+    "Lineage",
     "RunView",
     "RunList",
     "MetricSeries",
+    "RowStep",
+    "RowSteps",
     "ResourceVersion",
     "ResourceVersionPage",
     "TextDiff",
@@ -155,6 +161,48 @@ class CallList(_Out):
     truncated: bool
 
 
+class LineageCall(_Out):
+    span_id: str
+    agent_name: str | None = Field(description="The harness's name, else subagent-<hash> off the first conversation.")
+    start: int = Field(description="Index of the call's first response token in the sample.")
+    length: int
+    trained: bool = Field(description="Whether agent_match trains this call.")
+    finish_reason: str | None
+
+
+class LineageSample(_Out):
+    index: int
+    conversation: int = Field(description="0: the attempt's first; others are its branches (sub-agents, title calls).")
+    cause: Literal["first", "new_conversation", "diverged"]
+    diverged_at: int | None = Field(description="diverged: first token index that differs from the parent.")
+    diverged_from: str | None = Field(description="diverged: span id of the parent sample's first call.")
+    parent: int | None = Field(description="diverged: index of the sample it shares its prefix with.")
+    agents: list[str]
+    tokens: int
+    tokens_trained: int
+    tokens_context: int
+    calls: list[LineageCall]
+
+
+class LineageCounts(_Out):
+    calls: int
+    conversations: int
+    samples: int
+    breaks: dict[str, int]
+    tokens_trained: int
+    tokens_context: int
+    tokens_shared: int = Field(description="Leading tokens shared with an earlier sample: computed once.")
+
+
+class Lineage(_Out):
+    attempt_id: str | None
+    agent_match: str | None
+    samples: list[LineageSample]
+    counts: LineageCounts | None
+    skipped_calls: int
+    error: str | None = Field(description="Why the calls could not be merged (no token ids).")
+
+
 class RunView(_Out):
     run_id: str
     first_step: int | None
@@ -173,6 +221,19 @@ class MetricSeries(_Out):
     series: dict[str, list[tuple[int, float | None]]] = Field(description="[step, value] pairs by step.")
     last_step: int | None = Field(description="Pass back as after_step to get only newer points.")
     more: bool
+
+
+class RowStep(_Out):
+    step: int
+    rows_in: int
+    rows_trained: int | None
+    dropped: dict[str, int] = Field(description="Dropped rollouts by reason (non-zero only).")
+    why_nothing_trained: str | None = Field(description="One line, when the step trained no row.")
+
+
+class RowSteps(_Out):
+    run_id: str
+    steps: list[RowStep]
 
 
 class ResourceVersion(_Out):

@@ -1,13 +1,15 @@
-"""Training metrics as the dashboard shows them: a summary per run and series per metric."""
+"""Training metrics as the dashboard shows them: a summary per run, series per metric, and
+per step the rows in, trained and dropped by reason."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from agentbolt.metrics.rows import dropped_rows, why_nothing_trained
 from agentbolt.types import MetricRecord
 
-__all__ = ["RunTally", "metric_series", "run_summary"]
+__all__ = ["RunTally", "metric_series", "row_steps", "run_summary"]
 
 
 class RunTally:
@@ -70,3 +72,15 @@ def metric_series(records: Sequence[MetricRecord], keys: Sequence[str] | None) -
             if k in rec.values:
                 series[k].append([rec.step, rec.values[k]])
     return series
+
+
+def row_steps(records: Sequence[MetricRecord]) -> list[dict[str, Any]]:
+    """Per step that logged ``rows/in`` (:mod:`agentbolt.metrics.rows`): ``{step, rows_in,
+    rows_trained, dropped: {reason: n} (non-zero only), why_nothing_trained}``, by step."""
+    out = []
+    for rec in records:
+        if rec.values.get("rows/in") is None:
+            continue
+        out.append({"step": rec.step, "rows_in": rec.values["rows/in"], "rows_trained": rec.values.get("rows/trained"),
+                    "dropped": dropped_rows(rec.values), "why_nothing_trained": why_nothing_trained(rec.values)})
+    return out

@@ -21,7 +21,7 @@ from typing import Any
 from agentbolt.server.dashboard.calls import MESSAGE_CHARS, RESPONSE_CHARS, call_views
 from agentbolt.server.dashboard.resources import resource_diffs, resources_view
 from agentbolt.server.dashboard.text import INPUT_PREVIEW_CHARS, clip, duration, input_preview
-from agentbolt.server.dashboard.training import RunTally, metric_series, run_summary
+from agentbolt.server.dashboard.training import RunTally, metric_series, row_steps, run_summary
 from agentbolt.server.dashboard.waterfall import MAX_WATERFALL_SPANS, SUMMARY_CHARS, reward_marks, span_kind, waterfall
 from agentbolt.types import Attempt, Rollout, Worker, WorkerStatus
 
@@ -38,6 +38,7 @@ __all__ = [
     "clip",
     "duration",
     "input_preview",
+    "row_steps",
     "metric_series",
     "resource_diffs",
     "resources_view",

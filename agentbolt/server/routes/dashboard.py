@@ -13,7 +13,9 @@ from typing import Annotated, Any, Literal
 import orjson
 from fastapi import APIRouter, Path, Query, Request, Response
 
+from agentbolt.adapters.match import agent_matcher
 from agentbolt.server.dashboard import schemas, views
+from agentbolt.server.dashboard.lineage import lineage_view
 from agentbolt.server.routes.context import (
     ERROR_RESPONSES,
     AdminOnly,
@@ -22,7 +24,7 @@ from agentbolt.server.routes.context import (
     context_of,
 )
 from agentbolt.store.base import Store
-from agentbolt.store.errors import NotFoundError
+from agentbolt.store.errors import InvalidRequestError, NotFoundError
 from agentbolt.types import (
     MetricRecord,
     Resources,
@@ -169,6 +171,35 @@ async def rollout_calls(rollout_id: RolloutIdPath, store: StoreDep, attempt_id: 
 
 
 @router.get(
+    "/rollouts/{rollout_id:path}/lineage",
+    response_model=schemas.Lineage,
+    summary="One attempt's samples by lineage: conversations, where merging broke and why",
+)
+async def rollout_lineage(
+    rollout_id: RolloutIdPath,
+    store: StoreDep,
+    attempt_id: AttemptQuery = None,
+    agent_match: Annotated[
+        str | None, Query(min_length=1, max_length=200, description="Which agents' calls train; default: every one.")
+    ] = None,
+) -> Response:
+    """``{"attempt_id", "agent_match", "samples": [...], "counts", "skipped_calls", "error"}``:
+    the attempt's calls merged into samples by :class:`~agentbolt.adapters.SampleAdapter`,
+    each sample with its conversation, break cause (``first``, ``new_conversation``,
+    ``diverged`` + ``diverged_at`` and ``parent``), agents, calls (trained under
+    ``agent_match``) and token counts — no token ids. ``error``: why nothing could be merged."""
+    try:
+        agent_matcher(agent_match)
+    except ValueError as exc:
+        raise InvalidRequestError(str(exc)) from exc
+    resolved, _ = await _resolve_attempt(store, rollout_id, attempt_id)
+    if resolved is None:
+        return _json(lineage_view([], attempt_id=None, agent_match=agent_match))
+    spans, _ = await _attempt_spans(store, rollout_id, resolved, MAX_CALL_SPANS)
+    return _json(lineage_view(spans, attempt_id=resolved, agent_match=agent_match))
+
+
+@router.get(
     "/rollouts/{rollout_id:path}", response_model=schemas.RolloutDetail, summary="One rollout with its attempts"
 )
 async def rollout_detail(rollout_id: RolloutIdPath, store: StoreDep) -> Response:
@@ -237,6 +268,18 @@ async def training_series(
         raise NotFoundError(f"no training run {run_id!r} has logged metrics; see GET /v1/dashboard/training/runs")
     last = records[-1].step if records else after_step
     return _json({"run_id": run_id, "series": views.metric_series(records, keys), "last_step": last, "more": more})
+
+
+@router.get(
+    "/training/rows",
+    response_model=schemas.RowSteps,
+    summary="Per step of a run: rows in, rows trained, rows dropped by reason",
+)
+async def training_rows(store: StoreDep, run_id: Annotated[str, Query(min_length=1, max_length=200)]) -> Response:
+    """``{"run_id", "steps": [{step, rows_in, rows_trained, dropped: {reason: n}, why_nothing_trained}]}``
+    for the steps that logged ``rows/in`` (:mod:`agentbolt.metrics.rows`), from the first 50,000 records."""
+    records, _ = await _all_records(store, run_id, None, MAX_SERIES_RECORDS)
+    return _json({"run_id": run_id, "steps": views.row_steps(records)})
 
 
 # ---------------------------------------------------------------------------- resources
