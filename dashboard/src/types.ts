@@ -192,3 +192,55 @@ export interface Summary {
   server_time: number;
   version?: string;
 }
+
+/** GET /v1/dashboard/rollouts/{id}/lineage: the attempt's samples by lineage. */
+export interface LineageCall {
+  span_id: string;
+  agent_name: string | null;
+  start: number;
+  length: number;
+  trained: boolean;
+  finish_reason: string | null;
+}
+
+export type BreakCause = "first" | "new_conversation" | "diverged";
+
+export interface LineageSample {
+  index: number;
+  conversation: number;
+  cause: BreakCause;
+  diverged_at: number | null;
+  diverged_from: string | null;
+  parent: number | null;
+  agents: string[];
+  tokens: number;
+  tokens_trained: number;
+  tokens_context: number;
+  calls: LineageCall[];
+}
+
+export interface Lineage {
+  attempt_id: string | null;
+  agent_match: string | null;
+  samples: LineageSample[];
+  counts: {
+    calls: number;
+    conversations: number;
+    samples: number;
+    breaks: Record<string, number>;
+    tokens_trained: number;
+    tokens_context: number;
+    tokens_shared: number;
+  } | null;
+  skipped_calls: number;
+  error: string | null;
+}
+
+/** GET /v1/dashboard/training/rows: per step, the rows in, trained and dropped by reason. */
+export interface RowStep {
+  step: number;
+  rows_in: number;
+  rows_trained: number | null;
+  dropped: Record<string, number>;
+  why_nothing_trained: string | null;
+}

@@ -1,7 +1,8 @@
 // One rollout: its attempts (worker, status, errors), then for the chosen attempt the
-// trace waterfall and the model calls.
+// trace waterfall, the model calls, and the samples they merge into (a tree of conversations,
+// where merging broke and why, which calls train).
 import { Anchor, Badge, Code, Group, Paper, SimpleGrid, Stack, Table, Tabs, Text, Title } from "@mantine/core";
-import { useEffect, useState } from "react";
+import { lazy, Suspense, useEffect, useState } from "react";
 import { Link, useParams } from "react-router";
 
 import { idPath } from "../api";
@@ -13,6 +14,8 @@ import { Waterfall } from "../components/Waterfall";
 import { fmtDuration, fmtNumber, fmtTime } from "../format";
 import type { ModelCall, RolloutDetail, Waterfall as WaterfallData } from "../types";
 import { useApi } from "../useApi";
+
+const LineageTree = lazy(() => import("../components/LineageTree"));
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 
@@ -161,6 +164,9 @@ export function RolloutDetailPage() {
           <Tabs.Tab value="calls" data-testid="tab-calls">
             Model calls ({calls.data?.calls.length ?? "…"})
           </Tabs.Tab>
+          <Tabs.Tab value="samples" data-testid="tab-samples">
+            Samples
+          </Tabs.Tab>
         </Tabs.List>
         <Tabs.Panel value="waterfall" pt="sm">
           <ApiErrorAlert error={waterfall.error} />
@@ -169,6 +175,11 @@ export function RolloutDetailPage() {
         <Tabs.Panel value="calls" pt="sm">
           <ApiErrorAlert error={calls.error} />
           {calls.data ? <ModelCalls calls={calls.data.calls} /> : <Loading />}
+        </Tabs.Panel>
+        <Tabs.Panel value="samples" pt="sm">
+          <Suspense fallback={<Loading />}>
+            <LineageTree base={base} attemptId={chosen} />
+          </Suspense>
         </Tabs.Panel>
       </Tabs>
       {Object.keys(rollout.metadata ?? {}).length > 0 && (

@@ -2,9 +2,11 @@
 // and any other key), fetched incrementally while the page is open; and the evaluation
 // results per policy version. A run that trains several policies (GRPOPolicies: one LoRA
 // per agent) logs each policy's metrics under "<policy>/..."; each policy's curves get a
-// section of their own, with its current version.
+// section of their own, with its current version. A run that counts its rows (GRPO's rows/...)
+// gets a table: per step the rows in → trained, the dropped ones by reason, and why a step
+// trained nothing.
 import { Badge, Group, Select, SimpleGrid, Stack, Switch, Table, Text, Title } from "@mantine/core";
-import { useEffect, useMemo, useRef, useState } from "react";
+import { lazy, Suspense, useEffect, useMemo, useRef, useState } from "react";
 
 import { apiGet, ApiError } from "../api";
 import { ApiErrorAlert } from "../components/ApiErrorAlert";
@@ -12,6 +14,8 @@ import { LineChart } from "../components/LineChart";
 import { fmtNumber, fmtTime } from "../format";
 import type { TrainingRun, TrainingSeries } from "../types";
 import { useApi } from "../useApi";
+
+const RowsTable = lazy(() => import("../components/RowsTable"));
 
 /** Charted first, in this order; then every other key of the run. */
 const PREFERRED = [
@@ -164,7 +168,9 @@ export default function TrainingPage() {
   const logged = Object.keys(series).filter((k) => series[k].length);
   const policies = policiesOf(logged);
   const ofPolicy = (p: string) => logged.filter((k) => k.startsWith(p + "/"));
-  const shared = orderedKeys(logged.filter((k) => !policies.some((p) => k.startsWith(p + "/"))));
+  // rows/dropped/<reason> are in the rows table, not charted one by one
+  const charted = logged.filter((k) => !k.startsWith("rows/dropped/"));
+  const shared = orderedKeys(charted.filter((k) => !policies.some((p) => k.startsWith(p + "/"))));
 
   return (
     <Stack gap="sm">
@@ -195,6 +201,14 @@ export default function TrainingPage() {
         <Text c="dimmed">
           No metrics recorded yet. Training algorithms write them to the store as they go (see docs/metrics.md).
         </Text>
+      )}
+      {chosen && logged.includes("rows/in") && (
+        <>
+          <Title order={4}>Rows per step</Title>
+          <Suspense fallback={null}>
+            <RowsTable runId={chosen} live={live} />
+          </Suspense>
+        </>
       )}
       <Charts keys={shared} series={series} />
       {policies.map((p, i) => (
