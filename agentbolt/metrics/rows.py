@@ -17,6 +17,7 @@ reason that applies in this order:
 
 The store keeps numbers only; :func:`why_nothing_trained` turns a step's values into the
 one-line answer to "why did this step train nothing?" (GRPO's log and the dashboard use it).
+``GRPOPolicies`` logs the same per policy, under ``<policy>/rows/...``.
 """
 
 from __future__ import annotations
@@ -44,24 +45,25 @@ _PHRASES: dict[DropReason, str] = {
 }
 
 
-def dropped_rows(values: Mapping[str, float | int | None]) -> dict[DropReason, int]:
-    """The step's ``rows/dropped/<reason>`` counts that are not 0, in :data:`DROP_REASONS` order."""
-    found = {r: int(values.get(f"rows/dropped/{r}") or 0) for r in DROP_REASONS}
+def dropped_rows(values: Mapping[str, float | int | None], prefix: str = "") -> dict[DropReason, int]:
+    """The step's ``rows/dropped/<reason>`` counts that are not 0, in :data:`DROP_REASONS` order
+    (``prefix``: a policy's, ``"<policy>/"``, in a run that trains several)."""
+    found = {r: int(values.get(f"{prefix}rows/dropped/{r}") or 0) for r in DROP_REASONS}
     return {r: n for r, n in found.items() if n}
 
 
-def why_nothing_trained(values: Mapping[str, float | int | None]) -> str | None:
+def why_nothing_trained(values: Mapping[str, float | int | None], prefix: str = "") -> str | None:
     """One line saying why a step trained no row (None: it trained some, or logged no ``rows/in``)."""
-    rows_in, trained = values.get("rows/in"), values.get("rows/trained")
+    rows_in, trained = values.get(f"{prefix}rows/in"), values.get(f"{prefix}rows/trained")
     if rows_in is None or trained is None or trained > 0:
         return None
     if not rows_in:
         return "the step had no rollouts"
-    dropped = dropped_rows(values)
+    dropped = dropped_rows(values, prefix)
     if len(dropped) == 1:
         ((reason, n),) = dropped.items()
         line = f"all {n} rollouts {_PHRASES[reason]}"
-        groups = values.get("groups/dropped_equal")
+        groups = values.get(f"{prefix}groups/dropped_equal")
         if reason == "zero_variance" and groups:
             line = f"all {int(groups)} groups had zero reward variance ({n} rollouts)"
         return line

@@ -15,6 +15,7 @@ from dashboard.lineage_store import COMPACTED, MAIN_SYSTEM, ROWS_RUN, TASK, add_
 from agentbolt.server.dashboard import schemas
 from agentbolt.server.testing import serve_in_thread
 from agentbolt.store.memory import MemoryStore
+from agentbolt.types import MetricRecord
 
 ADMIN = "lineage-admin-token"
 
@@ -26,6 +27,8 @@ def served() -> Iterator[tuple[httpx.Client, str]]:
     async def fill() -> str:
         rid = await add_lineage_rollout(store)
         await store.add_metrics(row_records())
+        await store.add_metrics([MetricRecord(run_id="two-policies", step=1, values={
+            "solver/rows/in": 4, "solver/rows/trained": 0, "solver/rows/dropped/no_trained_call": 4})])
         return rid
 
     rollout_id = asyncio.run(fill())
@@ -89,3 +92,11 @@ def test_each_step_says_rows_in_trained_dropped_by_reason_and_why_nothing_traine
     assert second["rows_trained"] == 0 and second["dropped"] == {"zero_variance": 8}
     assert second["why_nothing_trained"] == "all 2 groups had zero reward variance (8 rollouts)"
     assert get(client, "/v1/dashboard/training/rows", run_id="no-such-run")["steps"] == []
+
+
+def test_a_run_that_trains_several_policies_has_rows_per_policy(served: Any) -> None:
+    client, _ = served
+    (step,) = get(client, "/v1/dashboard/training/rows", run_id="two-policies", policy="solver")["steps"]
+    assert step["rows_in"] == 4 and step["dropped"] == {"no_trained_call": 4}
+    assert step["why_nothing_trained"] == "all 4 rollouts had no call with token ids that agent_match trains"
+    assert get(client, "/v1/dashboard/training/rows", run_id="two-policies")["steps"] == []

@@ -42,6 +42,7 @@ from agentbolt.algorithms.grpo.advantages import apply_advantages, compute_advan
 from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOResult, _cancel_pending
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
+from agentbolt.algorithms.grpo.row_accounting import row_metrics
 from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
 
 __all__ = ["GRPOPolicies", "PolicyRun"]
@@ -196,12 +197,15 @@ class GRPOPolicies(Algorithm):
         batch = await run.grpo._collect(ctx, groups)
         values: dict[str, Any] = batch.metrics(cfg.success_threshold) if with_batch_metrics else {}
         advantages = compute_advantages(batch.members, scale_std=cfg.scale_std, leave_one_out=cfg.leave_one_out)
-        samples = apply_advantages(batch.samples, advantages)
+        samples = kept = apply_advantages(batch.samples, advantages)
         split = run.sync.split(samples, run.version)
         if split is not None:
             samples = split.fresh
             values[f"{p}staleness/dropped_rollouts"] = len(split.stale_rollouts)
         values[f"{p}samples/trained"] = len(samples)
+        offered = [r.rollout_id for g in groups for r in g.rollouts]
+        rows = row_metrics(offered, batch.members, batch.refused, batch.samples, advantages, kept, split, samples)
+        values.update({f"{p}{key}": n for key, n in rows.items()})
         for agent, counts in agent_counts(samples).items():
             values.update({f"{p}agents/{agent}/{key}": n for key, n in counts.items()})
         if samples:

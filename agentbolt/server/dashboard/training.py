@@ -74,13 +74,16 @@ def metric_series(records: Sequence[MetricRecord], keys: Sequence[str] | None) -
     return series
 
 
-def row_steps(records: Sequence[MetricRecord]) -> list[dict[str, Any]]:
-    """Per step that logged ``rows/in`` (:mod:`agentbolt.metrics.rows`): ``{step, rows_in,
-    rows_trained, dropped: {reason: n} (non-zero only), why_nothing_trained}``, by step."""
+def row_steps(records: Sequence[MetricRecord], prefix: str = "") -> list[dict[str, Any]]:
+    """Per step that logged ``<prefix>rows/in`` (:mod:`agentbolt.metrics.rows`; ``prefix``: a
+    policy's ``"<policy>/"``): ``{step, rows_in, rows_trained, dropped: {reason: n} (non-zero
+    only), why_nothing_trained}``, by step."""
     out = []
     for rec in records:
-        if rec.values.get("rows/in") is None:
+        rows_in = rec.values.get(f"{prefix}rows/in")
+        if rows_in is None:
             continue
-        out.append({"step": rec.step, "rows_in": rec.values["rows/in"], "rows_trained": rec.values.get("rows/trained"),
-                    "dropped": dropped_rows(rec.values), "why_nothing_trained": why_nothing_trained(rec.values)})
+        out.append({"step": rec.step, "rows_in": rows_in, "rows_trained": rec.values.get(f"{prefix}rows/trained"),
+                    "dropped": dropped_rows(rec.values, prefix),
+                    "why_nothing_trained": why_nothing_trained(rec.values, prefix)})
     return out

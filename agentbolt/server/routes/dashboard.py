@@ -275,11 +275,16 @@ async def training_series(
     response_model=schemas.RowSteps,
     summary="Per step of a run: rows in, rows trained, rows dropped by reason",
 )
-async def training_rows(store: StoreDep, run_id: Annotated[str, Query(min_length=1, max_length=200)]) -> Response:
+async def training_rows(
+    store: StoreDep,
+    run_id: Annotated[str, Query(min_length=1, max_length=200)],
+    policy: Annotated[str | None, Query(min_length=1, max_length=200, description="A policy of GRPOPolicies.")] = None,
+) -> Response:
     """``{"run_id", "steps": [{step, rows_in, rows_trained, dropped: {reason: n}, why_nothing_trained}]}``
-    for the steps that logged ``rows/in`` (:mod:`agentbolt.metrics.rows`), from the first 50,000 records."""
+    for the steps that logged ``rows/in`` (``<policy>/rows/in`` with ``policy``;
+    :mod:`agentbolt.metrics.rows`), from the first 50,000 records."""
     records, _ = await _all_records(store, run_id, None, MAX_SERIES_RECORDS)
-    return _json({"run_id": run_id, "steps": views.row_steps(records)})
+    return _json({"run_id": run_id, "steps": views.row_steps(records, f"{policy}/" if policy else "")})
 
 
 # ---------------------------------------------------------------------------- resources

@@ -9,17 +9,18 @@ import { useApi } from "../useApi";
 
 const SHOWN = 50;
 
-export default function RowsTable({ runId, live }: { runId: string; live: boolean }) {
+/** ``policy``: one policy's rows in a run that trains several (its "<policy>/rows/..."). */
+export default function RowsTable({ runId, live, policy }: { runId: string; live: boolean; policy?: string }) {
   const rows = useApi<{ run_id: string; steps: RowStep[] }>(
     "/v1/dashboard/training/rows",
-    { run_id: runId },
+    { run_id: runId, policy },
     live ? 5000 : undefined,
   );
   const steps = [...(rows.data?.steps ?? [])].reverse().slice(0, SHOWN);
   if (rows.error) return <ApiErrorAlert error={rows.error} />;
   if (!steps.length) return null;
   return (
-    <Table verticalSpacing={4} striped data-testid="rows-table">
+    <Table verticalSpacing={4} striped data-testid="rows-table" data-policy={policy}>
       <Table.Thead>
         <Table.Tr>
           <Table.Th>Step</Table.Th>

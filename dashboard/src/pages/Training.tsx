@@ -167,7 +167,7 @@ export default function TrainingPage() {
   const run = items.find((r) => r.run_id === chosen);
   const logged = Object.keys(series).filter((k) => series[k].length);
   const policies = policiesOf(logged);
-  const ofPolicy = (p: string) => logged.filter((k) => k.startsWith(p + "/"));
+  const ofPolicy = (p: string) => charted.filter((k) => k.startsWith(p + "/") && !k.startsWith(p + "/rows/dropped/"));
   // rows/dropped/<reason> are in the rows table, not charted one by one
   const charted = logged.filter((k) => !k.startsWith("rows/dropped/"));
   const shared = orderedKeys(charted.filter((k) => !policies.some((p) => k.startsWith(p + "/"))));
@@ -219,6 +219,11 @@ export default function TrainingPage() {
               v{fmtNumber(lastValue(series, `${p}/policy_version`))}
             </Badge>
           </Group>
+          {chosen && logged.includes(`${p}/rows/in`) && (
+            <Suspense fallback={null}>
+              <RowsTable runId={chosen} live={live} policy={p} />
+            </Suspense>
+          )}
           <Charts keys={orderedKeys(ofPolicy(p), p + "/")} series={series} offset={i + 1} />
         </Stack>
       ))}
