@@ -512,8 +512,10 @@ ROUTES = [
     f"/v1/dashboard/rollouts/{DETAIL}",
     f"/v1/dashboard/rollouts/{DETAIL}/waterfall",
     f"/v1/dashboard/rollouts/{DETAIL}/calls",
+    f"/v1/dashboard/rollouts/{DETAIL}/lineage",
     "/v1/dashboard/training/runs",
     "/v1/dashboard/training/series?run_id=grpo-1",
+    "/v1/dashboard/training/rows?run_id=grpo-1",
     "/v1/dashboard/resources",
     "/v1/dashboard/resources/2/diff",
     "/v1/dashboard/workers",
@@ -534,15 +536,16 @@ def test_every_route_needs_the_admin_token(dash: Dash) -> None:
 def test_openapi_documents_every_dashboard_route_with_its_answer_model(dash: Dash) -> None:
     schema = ok(dash.client.get("/openapi.json"))
     ops = {path: item["get"] for path, item in schema["paths"].items() if path.startswith("/v1/dashboard")}
-    assert len(ops) == 10
+    assert len(ops) == 12
     assert all(op["summary"] and op["tags"] == ["dashboard"] for op in ops.values())
     answer = ops["/v1/dashboard/rollouts"]["responses"]["200"]["content"]["application/json"]["schema"]
     assert answer == {"$ref": "#/components/schemas/RolloutTable"}
 
 
 ANSWER_MODELS = [
-    schemas.RolloutTable, schemas.RolloutDetail, schemas.Waterfall, schemas.CallList, schemas.RunList,
-    schemas.MetricSeries, schemas.ResourceVersionPage, schemas.ResourceDiff, schemas.WorkerList,
+    schemas.RolloutTable, schemas.RolloutDetail, schemas.Waterfall, schemas.CallList, schemas.Lineage,
+    schemas.RunList, schemas.MetricSeries, schemas.RowSteps, schemas.ResourceVersionPage, schemas.ResourceDiff,
+    schemas.WorkerList,
     schemas.DashboardSummary,
 ]
 
@@ -553,7 +556,7 @@ def test_every_answer_matches_its_documented_model(dash: Dash) -> None:
     for params in ({"search": "task-3"}, {"status": "queuing", "limit": 2}):
         schemas.RolloutTable.model_validate(table(dash, **params))
     first = ok(dash.client.get(f"/v1/dashboard/rollouts/{DETAIL}"))["attempts"][0]["attempt_id"]
-    for part, model in (("waterfall", schemas.Waterfall), ("calls", schemas.CallList)):
+    for part, model in (("waterfall", schemas.Waterfall), ("calls", schemas.CallList), ("lineage", schemas.Lineage)):
         earlier = f"/v1/dashboard/rollouts/{DETAIL}/{part}?attempt_id={first}"
         never_claimed = f"/v1/dashboard/rollouts/task-30/{part}"
         for route in (earlier, never_claimed):

@@ -35,7 +35,6 @@ def row_metrics(offered: Sequence[str], members: Mapping[str, Sequence[GroupMemb
     with_samples = {s.rollout_id for s in built}
     kept_ids = {s.rollout_id for s in kept}
     trained_ids = {s.rollout_id for s in trained}
-    stale = set(split.stale_rollouts) if split else set()
     unknown = set(split.unknown_rollouts) if split else set()
     dropped = dict.fromkeys(DROP_REASONS, 0)
     for rid in dict.fromkeys(offered):
@@ -57,8 +56,8 @@ def row_metrics(offered: Sequence[str], members: Mapping[str, Sequence[GroupMemb
             reason = "truncated"
         elif rid in unknown:
             reason = "unknown_version"
-        else:
-            reason = "stale" if rid in stale else "no_trained_call"
+        else:  # kept, not trained: the staleness split took it
+            reason = "stale"
         dropped[reason] += 1
     out = {"rows/in": len(dict.fromkeys(offered)), "rows/trained": len(trained_ids)}
     out.update({f"rows/dropped/{r}": n for r, n in dropped.items()})
