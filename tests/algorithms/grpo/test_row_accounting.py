@@ -3,6 +3,10 @@ first reason that applies (``rows/in``, ``rows/trained``, ``rows/dropped/<reason
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from agentbolt.adapters.samples import Sample, SampleCall
 from agentbolt.algorithms.base import AlgorithmContext
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
@@ -94,3 +98,31 @@ async def test_rollouts_without_a_model_call_are_dropped_as_such_from_collect() 
     assert dropped(values) == {"no_model_call": 2, "zero_variance": 1}
     assert why_nothing_trained(values) == (
         "none of 3 rollouts trained: 2 made no successful model call; 1 in groups with zero reward variance")
+
+
+def test_a_real_grpo_step_accounts_for_every_rollout(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    import agentbolt
+    from agentbolt.gateway import Gateway, GatewayConfig
+    from agentbolt.gateway.transformers_engine import TransformersEngine
+    from agentbolt.metrics import read_jsonl
+    from agentbolt.models import tiny_model
+
+    from .test_agent_match import two_agents
+
+    model, tokenizer = tiny_model(seed=3, vocab="bytes", hidden=64, n_layers=2)
+    engine = TransformersEngine(model, tokenizer, max_batch_size=16, num_threads=1, default_max_tokens=3)
+    config = GRPOConfig(max_steps=2, tasks_per_step=2, group_size=4, agent_match="^solver$", run_dir=str(tmp_path),
+                        progress=False, eval_before=False, eval_after=False, checkpoint_every=0, loggers=["jsonl"])
+    trainer = agentbolt.Trainer(algorithm=GRPO(config), store=MemoryStore(), runner=agentbolt.Runner(concurrency=8),
+                                gateway=Gateway(engine, GatewayConfig(retry_after=1)))
+    trainer.fit(two_agents, [{"prompt": "apple 1"}, {"prompt": "river 2"}])
+
+    rows = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if "rows/in" in r]
+    assert len(rows) == 2
+    for row in rows:  # 2 groups of 4: each rollout trained or dropped under one reason
+        assert row["rows/in"] == 8 == row["rows/trained"] + sum(row[f"rows/dropped/{r}"] for r in DROP_REASONS)
+        equal_groups = 4 * row["groups/dropped_equal"]  # their rollouts: zero_variance, unless they failed first
+        assert equal_groups - row["rows/dropped/failed"] <= row["rows/dropped/zero_variance"] <= equal_groups
+        assert (row["rows/trained"] > 0) == (row["samples/trained"] > 0)
