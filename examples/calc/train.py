@@ -60,11 +60,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = grpo_parser(__doc__, run_dir="runs/calc", max_tokens=MAX_TOKENS)
     p.add_argument("--schedule", choices=["sync", "async"], default="sync")
     p.add_argument("--config", help="YAML settings: cpu.yaml (the defaults) or cluster.yaml (docs/scale-out.md)")
-    settings = load_config(p.parse_known_args(argv)[0].config)
+    config = p.parse_known_args(argv)[0].config
+    if config is not None and not Path(config).is_file():
+        p.error(f"--config {config}: no such file (examples/calc/cpu.yaml and cluster.yaml are the recipe's)")
+    settings = load_config(config)
     cluster = settings.pop("cluster", None)
     unknown = sorted(set(settings) - set(vars(p.parse_args([]))))
     if unknown:
-        p.error(f"unknown settings {unknown} in {p.parse_known_args(argv)[0].config}: use the flags' names")
+        p.error(f"unknown settings {unknown} in {config}: use the flags' names")
     p.set_defaults(**settings)
     args = p.parse_args(argv)
     args.cluster = cluster
