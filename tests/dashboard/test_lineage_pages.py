@@ -4,7 +4,7 @@ branch, the compacted history under the sample it diverged from, with the break 
 and marks the calls that train; the Training page shows per step "rows in → rows
 trained", the dropped rows by reason, and why a step trained nothing. The store holds
 hand-built gateway spans of such a rollout and a GRPO run's row metrics
-(``lineage_store.py``)."""
+(``lineage_store.py``); ``test_lineage_real_run.py`` checks the same pages on a real run."""
 
 from __future__ import annotations
 
@@ -40,14 +40,20 @@ def lineage_server(tmp_path: Path) -> Any:
         yield url, rollout_id
 
 
-def test_a_rollout_s_samples_show_as_a_tree_with_the_break_causes(page: Any, lineage_server: Any) -> None:
-    url, rollout_id = lineage_server
-    page.goto(f"{url}/rollouts/{rollout_id}")
+def open_two_conversations(page: Any, rollout_url: str) -> tuple[Any, Any]:
+    """Open a rollout's Samples tab, see its 3 samples in 2 conversations; returns the main
+    conversation and the branch."""
+    page.goto(rollout_url)
     page.get_by_test_id("tab-samples").click()
     expect(page.get_by_test_id("lineage-samples")).to_have_text("3 samples")
     conversations = page.get_by_test_id("lineage-conversation")
     expect(conversations).to_have_count(2)
-    main, branch = conversations.nth(0), conversations.nth(1)
+    return conversations.nth(0), conversations.nth(1)
+
+
+def test_a_rollout_s_samples_show_as_a_tree_with_the_break_causes(page: Any, lineage_server: Any) -> None:
+    url, rollout_id = lineage_server
+    main, branch = open_two_conversations(page, f"{url}/rollouts/{rollout_id}")
     expect(branch).to_contain_text("Conversation 1: branch — explorer")
     expect(branch.get_by_test_id("lineage-cause")).to_have_text("new_conversation")
     # the compaction's sample hangs under the first sample of the main conversation, and says where it diverged
