@@ -169,6 +169,9 @@ def test_calls_need_a_token_and_an_attempt(world: GatewayWorld) -> None:
     with world.client(a) as c:
         r = c.post("/chat/completions", content=b"{not json")
         assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+        assert r.json()["error"]["message"].startswith("the request body is not valid JSON")
+        r = c.post("/chat/completions", json=[MESSAGES])
+        assert r.status_code == 400 and r.json()["error"]["message"] == "the request body must be a JSON object"
 
 
 def test_sampling_is_forced_per_mode(world: GatewayWorld, engine: FakeEngine) -> None:

@@ -226,7 +226,12 @@ async def test_bad_bodies_are_400_and_change_nothing(tworld: GatewayWorld, tmp_p
     r = post(WEIGHTS_ROUTE, content=b"these are not tensors", headers=octet)
     assert r.status_code == 400 and "safetensors" in r.json()["error"]["message"]
     assert post(WEIGHTS_ROUTE, content=b"", headers=octet).status_code == 400
-    assert post(WEIGHTS_ROUTE, json={"adapter": "/x"}).status_code == 400
+    r = post(WEIGHTS_ROUTE, json={"adapter": "/x"})
+    assert r.status_code == 400 and r.json()["error"]["message"].startswith("lora_path is missing: a JSON body must be")
+    r = post(WEIGHTS_ROUTE, content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
+    r = post(WEIGHTS_ROUTE, json=["/x"])
+    assert r.status_code == 400 and r.json()["error"]["message"].startswith("the request body must be a JSON object")
     r = post(WEIGHTS_ROUTE, json={"lora_path": str(tmp_path)})
     assert r.status_code == 400 and "adapter_config.json is missing" in r.json()["error"]["message"]
     lora_tensors = save({"model.layers.0.self_attn.q_proj.lora_A.weight": torch.zeros(2, 64),

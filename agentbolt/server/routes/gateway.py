@@ -42,7 +42,8 @@ from agentbolt.gateway.responses import create_response, delete_response, retrie
 from agentbolt.server.auth import principal_of
 from agentbolt.store.errors import StoreError
 
-__all__ = ["ATTEMPT_HEADER", "ROLLOUT_HEADER", "gateway_of", "gateway_router", "openai_error", "openai_error_response"]
+__all__ = ["ATTEMPT_HEADER", "ROLLOUT_HEADER", "gateway_of", "gateway_router", "json_object", "openai_error",
+           "openai_error_response"]
 
 ROLLOUT_HEADER = "x-agentbolt-rollout-id"
 ATTEMPT_HEADER = "x-agentbolt-attempt-id"
@@ -116,12 +117,9 @@ async def _proxy(request: Request, kind: CallKind | Literal["responses"], rollou
         return openai_error(400, _MISSING, "invalid_request_error", "missing_rollout")
     except StoreError as exc:
         return openai_error_response(exc)
-    try:
-        body = orjson.loads(await request.body())
-    except orjson.JSONDecodeError as exc:
-        return openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
-    if not isinstance(body, dict):
-        return openai_error(400, "the request body must be a JSON object", "invalid_request_error")
+    body = json_object(await request.body())
+    if isinstance(body, str):
+        return openai_error(400, body, "invalid_request_error")
     origin, body = origin_of(request.headers, body)
     if kind != "responses":  # (the Responses translation checks its own body)
         try:
@@ -157,13 +155,17 @@ def _anthropic_error_response(exc: Exception) -> Response:
     raise exc
 
 
-async def _json_body(request: Request) -> dict[str, Any] | str:
-    """The request's JSON object, or what is wrong with it."""
+def json_object(data: bytes) -> dict[str, Any] | str:
+    """A request body's JSON object, or what is wrong with it (for the caller's error shape)."""
     try:
-        body = orjson.loads(await request.body())
+        body = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         return f"the request body is not valid JSON: {exc}"
     return body if isinstance(body, dict) else "the request body must be a JSON object"
+
+
+async def _json_body(request: Request) -> dict[str, Any] | str:
+    return json_object(await request.body())
 
 
 async def _messages(request: Request, rollout_id: str | None, attempt_id: str | None) -> Response:

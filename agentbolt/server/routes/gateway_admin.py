@@ -39,7 +39,7 @@ from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.gateway import Gateway
 from agentbolt.gateway.weight_update import WeightUpdate
 from agentbolt.server.auth import principal_of
-from agentbolt.server.routes.gateway import openai_error, openai_error_response
+from agentbolt.server.routes.gateway import json_object, openai_error, openai_error_response
 from agentbolt.store.errors import StoreError
 
 __all__ = ["gateway_admin_router"]
@@ -159,15 +159,13 @@ async def weights(
     update = WeightUpdate()
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type == "application/json":
-        try:
-            body = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            return openai_error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
-        if not isinstance(body, dict) or not isinstance(body.get("lora_path"), str) or not body["lora_path"]:
+        body = json_object(data)
+        if isinstance(body, str) or not isinstance(body.get("lora_path"), str) or not body["lora_path"]:
+            problem = body if isinstance(body, str) else "lora_path is missing"
             return openai_error(
                 400,
-                'a JSON body must be {"lora_path": "<adapter directory this server can read>", "version": N}; '
-                "send tensors as safetensors bytes with Content-Type: application/octet-stream",
+                f'{problem}: a JSON body must be {{"lora_path": "<adapter directory this server can read>", '
+                '"version": N}; send tensors as safetensors bytes with Content-Type: application/octet-stream',
                 "invalid_request_error",
             )
         update = WeightUpdate(lora_path=body["lora_path"])
