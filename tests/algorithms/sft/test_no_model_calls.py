@@ -7,29 +7,16 @@ import logging
 from typing import Any
 
 import pytest
-from adapters.test_samples import call, reward
 
 from agentbolt.algorithms.base import AlgorithmContext
 from agentbolt.algorithms.sft import SFT, SFTConfig
 from agentbolt.store.memory import MemoryStore
-from agentbolt.types import AttemptStatus, RolloutConfig
-
-
-async def _succeeded(store: MemoryStore, task: int, *, with_call: bool) -> str:
-    rollout = await store.enqueue_rollout({"task": task}, config=RolloutConfig(max_attempts=1))
-    claim = await store.claim_rollout("w")
-    assert claim is not None
-    rid, aid = rollout.rollout_id, claim.attempt.attempt_id
-    if with_call:
-        await store.add_span(call(f"{rid}-c", [1, 2, 3], [4, 5], rollout=rid).model_copy(update={"attempt_id": aid}))
-    await store.add_span(reward(1.0, t=1, rollout=rid).model_copy(update={"attempt_id": aid}))
-    await store.update_attempt(rid, aid, status=AttemptStatus.SUCCEEDED)
-    return rid
+from algorithms.stored_rollouts import succeeded_rollout
 
 
 async def test_selected_rollouts_without_a_model_call_are_counted_and_logged(caplog: pytest.LogCaptureFixture) -> None:
     store = MemoryStore()
-    ids = [await _succeeded(store, i, with_call=i == 0) for i in range(3)]
+    ids = [await succeeded_rollout(store, i, with_call=i == 0) for i in range(3)]
     rollouts = [await store.get_rollout(r) for r in ids]
     values: dict[str, Any] = {}
     with caplog.at_level(logging.WARNING, "agentbolt"):
