@@ -17,8 +17,7 @@ from agentbolt.algorithms.grpo.row_accounting import row_metrics
 from agentbolt.algorithms.grpo.staleness import split_stale
 from agentbolt.metrics.rows import DROP_REASONS, why_nothing_trained
 from agentbolt.store.memory import MemoryStore
-
-from .test_no_model_calls import _succeeded
+from algorithms.stored_rollouts import succeeded_rollout
 
 
 def sample(rollout_id: str, version: int = 5, *, truncated: bool = False) -> Sample:
@@ -90,7 +89,7 @@ def test_a_step_that_trained_nothing_for_several_reasons_lists_them() -> None:
 
 async def test_rollouts_without_a_model_call_are_dropped_as_such_from_collect() -> None:
     store = MemoryStore()
-    ids = [await _succeeded(store, with_call=c) for c in (True, False, False)]
+    ids = [await succeeded_rollout(store, with_call=c) for c in (True, False, False)]
     group = Group("g0", 0, ids, 0, rollouts=[await store.get_rollout(r) for r in ids])
     batch = await GRPO(GRPOConfig())._collect(AlgorithmContext(store=store), [group])
     values = rows(ids, batch.members, batch.samples, refused=batch.refused)
