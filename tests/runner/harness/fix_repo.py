@@ -112,6 +112,7 @@ async def run_case(case: Case, tmp_path: Path, *, task_id: str) -> Ran:
                                                           config=RolloutConfig(max_attempts=1))
     wall = time.monotonic() - started
     (tmp_path / "prompts.txt").write_text("\n\n=====\n\n".join(engine.texts))  # to read when it fails
+    assert rollout.latest_attempt_id is not None, rollout
     attempt = await store.get_attempt(rollout.rollout_id, rollout.latest_attempt_id)
     spans = await store.get_spans(rollout.rollout_id, rollout.latest_attempt_id)
     return Ran(rollout, attempt, list(spans), engine, repo, seen, wall)

@@ -6,7 +6,8 @@ The reply to a prompt comes from the first ``side`` script whose key is in the p
 text (a sub-agent's system prompt, a title request), else from ``steps``: the step
 numbered by the turns already in the prompt — its assistant turns, plus each occurrence
 of a ``markers`` text (a harness that drops a reply from its history and says why) — the
-last step repeating. A ``side`` script is one reply, or steps numbered the same way. Tokens are real (a tokenizer's ids, the end-of-turn token, logprobs), as
+last step repeating. A ``side`` script is one reply, or steps numbered the same way.
+Tokens are real (a tokenizer's ids, the end-of-turn token, logprobs), as
 the local engine gives them, through the gateway's chat templating and tool-call parsing.
 """
 

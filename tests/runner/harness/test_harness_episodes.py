@@ -37,7 +37,8 @@ OUT = os.environ.get("AGENTBOLT_HARNESS_EPISODES")
 
 pytestmark = [
     pytest.mark.skipif(not OUT, reason="recording the harness episodes is opt-in: AGENTBOLT_HARNESS_EPISODES=dir"),
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)"),
+    pytest.mark.skipif(shutil.which("bwrap") is None,
+                       reason="bubblewrap is not installed (apt-get install bubblewrap)"),
 ]
 
 LOOK = "cat calc.py test_calc.py"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -91,7 +92,8 @@ async def test_the_harness_fixes_the_repo_through_its_own_tools(name: str, tmp_p
     _report({"harness": name, "version": case.profile.tested_version, "reward": rollout.reward,
              "calls": len(calls), "samples": len(samples.samples), "merge_rate": round(samples.merge_rate, 3),
              "conversations": samples.counts.conversations, "breaks": dict(samples.counts.breaks),
-             "tokens_shared": samples.counts.tokens_shared, "wall_s": round(ran.wall_s, 1), "dropped_tools": sorted(dropped), "sandbox_events": attempt.metadata.get("sandbox", {}).get("events")})
+             "tokens_shared": samples.counts.tokens_shared, "wall_s": round(ran.wall_s, 1),
+             "dropped_tools": sorted(dropped), "sandbox_events": attempt.metadata.get("sandbox", {}).get("events")})
     assert facts["harness.sandboxed"] is True
     assert calls and all(c.has_token_ids and not c.failed for c in calls), [
         (c.agent_name, c.failed, c.has_token_ids, c.span_id) for c in calls]
