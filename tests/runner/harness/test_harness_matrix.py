@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -33,27 +31,9 @@ pytest.importorskip("transformers", reason="the gateway's chat templating needs 
 from agentbolt import semconv
 from agentbolt.adapters.calls import extract_model_calls
 from agentbolt.adapters.samples import SampleAdapter
-from agentbolt.gateway import Gateway, GatewayConfig
-from agentbolt.models import byte_tokenizer
-from agentbolt.runner.harness import Harness, Sandbox
-from agentbolt.runner.harness.profiles import (
-    Aider,
-    ClaudeCode,
-    Codex,
-    HarnessInstallError,
-    HarnessNotInstalledError,
-    HarnessProfile,
-    MiniSweAgent,
-    OpenCode,
-    OpenHands,
-    install,
-    installed_executable,
-)
-from agentbolt.server.testing import serve_in_thread
-from agentbolt.store.memory import MemoryStore
-from agentbolt.types import RolloutConfig, RolloutStatus
-from runner.harness.helpers import ADMIN, PY, Served, script
-from runner.harness.playbook_engine import PlaybookEngine
+from agentbolt.runner.harness.profiles import Aider, ClaudeCode, Codex, MiniSweAgent, OpenCode, OpenHands
+from agentbolt.types import RolloutStatus
+from runner.harness.fix_repo import REPO, Case, run_case, tool
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("AGENTBOLT_HARNESS_MATRIX") == "0",
@@ -61,36 +41,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("bwrap") is None,
                        reason="bubblewrap is not installed (apt-get install bubblewrap)"),
 ]
-
-REPO = {
-    "calc.py": "def add(a, b):\n    return a - b\n",
-    "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
-}
-TASK = "The test in test_calc.py fails: add() in calc.py subtracts. Fix calc.py so that the test passes."
-GRADER = """
-    import os, pathlib, subprocess, sys
-    ws = os.environ["AGENTBOLT_WORKSPACE"]
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", ws], cwd=ws,
-                          capture_output=True, text=True)
-    seen = pathlib.Path(sys.argv[1])  # for the test's messages: what the program printed, what the tests said
-    seen.write_text(sys.stdin.read()[-3000:] + "\\n--- tests ---\\n" + done.stdout[-2000:])
-    print(1.0 if done.returncode == 0 else 0.0)
-"""
-
-
-def tool(name: str, **arguments: object) -> str:
-    """A tool call as the model writes it (hermes format; the gateway parses it)."""
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-
-
-@dataclass
-class Case:
-    profile: HarnessProfile
-    steps: list[str]
-    side: dict[str, str] = field(default_factory=dict)
-    dropped: set[str] = field(default_factory=set)
-    """Tools the harness sends that the engine cannot run: the gateway leaves them out and records them."""
-
 
 CASES: dict[str, Case] = {
     "mini-swe-agent": Case(MiniSweAgent(step_limit=6, command_timeout=30), [
@@ -123,17 +73,6 @@ CASES: dict[str, Case] = {
 }
 
 
-def _executable(profile: HarnessProfile) -> Path:
-    try:
-        return installed_executable(profile)
-    except HarnessNotInstalledError:
-        pass
-    try:
-        return install(profile)
-    except HarnessInstallError as exc:
-        pytest.fail(f"{profile.name} {profile.install.version} cannot be installed on this machine: {exc}")
-
-
 def _report(line: dict[str, object]) -> None:
     print(json.dumps(line))
     path = os.environ.get("AGENTBOLT_HARNESS_MATRIX_REPORT")
@@ -145,39 +84,23 @@ def _report(line: dict[str, object]) -> None:
 @pytest.mark.parametrize("name", list(CASES))
 async def test_the_harness_fixes_the_repo_through_its_own_tools(name: str, tmp_path: Path) -> None:
     case = CASES[name]
-    executable = _executable(case.profile)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for relative, text in REPO.items():
-        (repo / relative).write_text(text)
-    grader = script(tmp_path, "grade.py", GRADER)
-    engine = PlaybookEngine(byte_tokenizer(), case.steps, side=case.side)
-    store = MemoryStore()
-    started = time.monotonic()
-    gateway = Gateway(engine, GatewayConfig(retry_backoff=0.01))
-    with serve_in_thread(store, admin_token=ADMIN, gateway=gateway) as url:
-        seen = tmp_path / "seen.txt"
-        harness = Harness.for_(case.profile, task=TASK, executable=executable, evaluator=[PY, grader, str(seen)],
-                               server_url=url, timeout=120, sandbox=Sandbox(workspace=repo))
-        [rollout] = await Served(store, url, gateway).run(harness, [{"id": name}], config=RolloutConfig(max_attempts=1))
-    wall = time.monotonic() - started
-    (tmp_path / "prompts.txt").write_text("\n\n=====\n\n".join(engine.texts))  # to read when it fails
-    attempt = await store.get_attempt(rollout.rollout_id, rollout.latest_attempt_id)
+    ran = await run_case(case, tmp_path, task_id=name)
+    rollout, attempt, spans, engine = ran.rollout, ran.attempt, ran.spans, ran.engine
     facts = attempt.metadata.get("harness", {})
     assert rollout.status == RolloutStatus.SUCCEEDED, (attempt.error, facts.get("harness.stderr_tail"))
-    spans = await store.get_spans(rollout.rollout_id, rollout.latest_attempt_id)
     calls = extract_model_calls(spans)
     [samples] = SampleAdapter().adapt(spans)
     dropped = {json.dumps(s.attributes.get(semconv.LLM_DROPPED_TOOLS)) for s in spans} - {"null"}
     _report({"harness": name, "version": case.profile.tested_version, "reward": rollout.reward,
              "calls": len(calls), "samples": len(samples.samples), "merge_rate": round(samples.merge_rate, 3),
              "conversations": samples.counts.conversations, "breaks": dict(samples.counts.breaks),
-             "tokens_shared": samples.counts.tokens_shared, "wall_s": round(wall, 1), "dropped_tools": sorted(dropped), "sandbox_events": attempt.metadata.get("sandbox", {}).get("events")})
+             "tokens_shared": samples.counts.tokens_shared, "wall_s": round(ran.wall_s, 1),
+             "dropped_tools": sorted(dropped), "sandbox_events": attempt.metadata.get("sandbox", {}).get("events")})
     assert facts["harness.sandboxed"] is True
     assert calls and all(c.has_token_ids and not c.failed for c in calls), [
         (c.agent_name, c.failed, c.has_token_ids, c.span_id) for c in calls]
     assert len(engine.prompts) == len(calls)  # every call the model answered was recorded
     assert samples.samples and sum(s.num_response_tokens for s in samples.samples) > 0
     assert all(any(tool in d for d in dropped) for tool in case.dropped), dropped
-    assert rollout.reward == 1.0, (seen.read_text(), facts.get("harness.stderr_tail"), engine.texts[-1][-2000:])
-    assert (repo / "calc.py").read_text() == REPO["calc.py"]  # the fix was made in the rollout's copy
+    assert rollout.reward == 1.0, (ran.seen.read_text(), facts.get("harness.stderr_tail"), engine.texts[-1][-2000:])
+    assert (ran.repo / "calc.py").read_text() == REPO["calc.py"]  # the fix was made in the rollout's copy
