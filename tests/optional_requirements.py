@@ -71,6 +71,11 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("the six real harness CLIs of the harness matrix (switched off by AGENTBOLT_HARNESS_MATRIX=0)",
                 "unset AGENTBOLT_HARNESS_MATRIX && scripts/test (it installs them: scripts/install_harnesses)",
                 phrases=("harness matrix",)),
+    Requirement("smolagents, LlamaIndex and DSPy in a venv of their own (recording the framework episodes of "
+                "docs/benchmarks.md; they are not among the test dependencies)",
+                "AGENTBOLT_FRAMEWORK_EPISODES=DIR pytest tests/frameworks/test_framework_episodes.py "
+                "(in a venv with smolagents, llama-index-core and dspy; docs/benchmarks.md)",
+                phrases=("framework episodes",)),
     Requirement("fork() (Linux, macOS)", "run the tests on Linux", phrases=("fork()",)),
 )
 

@@ -32,6 +32,7 @@ pytest.importorskip("transformers", reason="the gateway's chat templating needs 
 
 from gateway.conftest import GatewayWorld
 from gateway.scripted_engine import ScriptedEngine
+from runner.harness.fix_repo import REPO, TASK
 
 from agentbolt.gateway import GatewayConfig
 from agentbolt.models import byte_tokenizer
@@ -40,11 +41,6 @@ OUT = os.environ.get("AGENTBOLT_FRAMEWORK_EPISODES")
 pytestmark = pytest.mark.skipif(not OUT, reason="recording the framework episodes is opt-in: "
                                                 "AGENTBOLT_FRAMEWORK_EPISODES=dir")
 
-REPO = {
-    "calc.py": "def add(a, b):\n    return a - b\n",
-    "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
-}
-TASK = "The test in test_calc.py fails: add() in calc.py subtracts. Fix calc.py so that the test passes."
 FIX = {"path": "calc.py", "old": "return a - b", "new": "return a + b"}
 
 

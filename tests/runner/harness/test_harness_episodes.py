@@ -10,10 +10,12 @@ did not match back to the model. The model is scripted (:class:`PlaybookEngine`:
 token ids through the gateway's templating and parsing); whatever the harness sends is
 what is recorded.
 
-Opt-in, because it needs the harnesses (``scripts/install_harnesses``):
-``AGENTBOLT_HARNESS_EPISODES=dir`` runs them and writes each rollout's spans (model
-calls and reward) to ``dir/<harness>.jsonl.xz``, one span a line (xz: the prompts repeat
-from call to call, byte tokens make them long). The committed recordings are in
+They run with the harness matrix (``scripts/test`` installs the harnesses;
+``AGENTBOLT_HARNESS_MATRIX=0`` switches both off) and check, besides the fix, that each
+episode's samples break where the harness really breaks the prefix (:data:`BREAKS`).
+``AGENTBOLT_HARNESS_EPISODES=dir`` also writes each rollout's spans (model calls and
+reward) to ``dir/<harness>.jsonl.xz``, one span a line (xz: the prompts repeat from call
+to call, byte tokens make them long). The committed recordings are in
 ``benchmarks/data/harness_episodes``.
 """
 
@@ -29,6 +31,7 @@ import pytest
 pytest.importorskip("transformers", reason="the gateway's chat templating needs a tokenizer (transformers)")
 
 from agentbolt.adapters.calls import extract_model_calls
+from agentbolt.adapters.samples import SampleAdapter
 from agentbolt.runner.harness.profiles import Aider, ClaudeCode, Codex, MiniSweAgent, OpenCode, OpenHands
 from agentbolt.types import RolloutStatus
 from runner.harness.fix_repo import REPO, Case, run_case, tool
@@ -36,7 +39,8 @@ from runner.harness.fix_repo import REPO, Case, run_case, tool
 OUT = os.environ.get("AGENTBOLT_HARNESS_EPISODES")
 
 pytestmark = [
-    pytest.mark.skipif(not OUT, reason="recording the harness episodes is opt-in: AGENTBOLT_HARNESS_EPISODES=dir"),
+    pytest.mark.skipif(os.environ.get("AGENTBOLT_HARNESS_MATRIX") == "0",
+                       reason="the harness matrix is switched off (AGENTBOLT_HARNESS_MATRIX=0)"),
     pytest.mark.skipif(shutil.which("bwrap") is None,
                        reason="bubblewrap is not installed (apt-get install bubblewrap)"),
 ]
@@ -93,6 +97,13 @@ EPISODES: dict[str, Case] = {
     ]),
 }
 
+BREAKS: dict[str, dict[str, int]] = {
+    "claude-code": {"new_conversation": 1},  # its sub-agent: a conversation of its own
+    "mini-swe-agent": {"diverged": 1},  # the reply without a tool call, dropped from its history
+    "aider": {"diverged": 1},  # the file moved after the chat history when the SEARCH block missed
+}
+"""Where each harness's episode leaves one conversation (none: one sample throughout)."""
+
 
 @pytest.mark.parametrize("name", list(EPISODES))
 async def test_a_long_episode_fixes_the_repo_and_is_recorded(name: str, tmp_path: Path) -> None:
@@ -105,6 +116,11 @@ async def test_a_long_episode_fixes_the_repo_and_is_recorded(name: str, tmp_path
     assert len(ran.engine.prompts) == len(calls) >= 2  # every call the model answered was recorded
     assert ran.rollout.reward == 1.0, (ran.seen.read_text(), facts.get("harness.stderr_tail"))
     assert (ran.repo / "calc.py").read_text() == REPO["calc.py"]  # the fix was made in the rollout's copy
+    [samples] = SampleAdapter().adapt(ran.spans)
+    breaks = {cause: n for cause, n in samples.counts.breaks.items() if cause != "first" and n}
+    assert breaks == BREAKS.get(name, {}), breaks
+    if not OUT:
+        return
     out = Path(str(OUT))
     out.mkdir(parents=True, exist_ok=True)
     lines = "".join(span.model_dump_json() + "\n" for span in ran.spans)
