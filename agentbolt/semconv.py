@@ -269,7 +269,7 @@ LLM_STREAMED = "agentbolt.llm.streamed"
 LLM_RETRIES = "agentbolt.llm.retries"
 HTTP_STATUS = "http.response.status_code"
 LLM_PROMPT_SOURCE = "agentbolt.llm.prompt_source"
-"""How the gateway built a token-id prompt (:mod:`agentbolt.gateway.token_chat`):
+"""How the gateway built a token-id prompt (:mod:`agentbolt.engines.token_chat`):
 ``token_exact`` (earlier prompt + sampled ids + new turns), ``rerendered`` (the fallback)
 or ``fresh`` (nothing earlier to reuse)."""
 LLM_RESPONSE_API_ID = "agentbolt.llm.response_api_id"

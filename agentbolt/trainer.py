@@ -56,9 +56,10 @@ from agentbolt.store.base import Store
 from agentbolt.types import Resource, RolloutConfig, RolloutMode
 
 if TYPE_CHECKING:
+    from agentbolt.engines.spec import EngineSpec
     from agentbolt.gateway.control import GatewayControl
     from agentbolt.gateway.gateway import Gateway
-    from agentbolt.gateway.spec import EngineSpec, GatewaySpec
+    from agentbolt.gateway.spec import GatewaySpec
 
 __all__ = ["Trainer"]
 
@@ -87,7 +88,7 @@ class Trainer:
       ``tracer``, ``llm_proxy``, ``strategy="shm"|"cs"``, v0.3 algorithms and stores) are
       accepted and mapped onto these (:mod:`agentbolt.compat.trainer_args`).
     * ``gateway`` — serve the model gateway next to the store: a
-      :class:`~agentbolt.gateway.GatewaySpec` or an :class:`~agentbolt.gateway.EngineSpec`
+      :class:`~agentbolt.gateway.GatewaySpec` or an :class:`~agentbolt.engines.EngineSpec`
       (built in the server process: the trainer's own, or the one it starts), or — for
       the in-process strategy only — a :class:`~agentbolt.gateway.Gateway` object.
     """

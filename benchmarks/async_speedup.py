@@ -69,7 +69,8 @@ import agentbolt
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
 from agentbolt.algorithms.grpo import update as grpo_update
 from agentbolt.algorithms.grpo.algorithm import RL_SAMPLING
-from agentbolt.gateway import EngineSpec, GatewayConfig, GatewaySpec
+from agentbolt.engines import EngineSpec
+from agentbolt.gateway import GatewayConfig, GatewaySpec
 from agentbolt.semconv import LLM_POLICY_VERSION as POLICY_VERSION
 from agentbolt.metrics import read_jsonl
 from agentbolt.models import tiny_model

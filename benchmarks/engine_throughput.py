@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from agentbolt.gateway.transformers_engine import TransformersEngine
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.models.smollm2 import smollm2
 from agentbolt.models.tiny import tiny_model
 
@@ -194,7 +194,7 @@ class LlamaCpp:
     def generate(self, prompts: list[list[int]], tokens: int, seed: int = 0) -> dict[str, Any]:
         import numpy as np
 
-        from agentbolt.gateway.local.sampling import SamplingParams, choose_tokens, new_generator
+        from agentbolt.engines.local.sampling import SamplingParams, choose_tokens, new_generator
 
         params = [SamplingParams(max_tokens=tokens) for _ in prompts]  # temperature 1, like the engine
         gens = [new_generator(seed * 1000 + s, torch.device("cpu")) for s in range(len(prompts))]

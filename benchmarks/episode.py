@@ -118,8 +118,8 @@ def summary(engine: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- agentbolt
 def agentbolt_episode(model: Any, tokenizer: Any, name: str, threads: int, limit: int, system: str,
                       observations: list[str], answer_tokens: int) -> list[dict[str, Any]]:
+    from agentbolt.engines.transformers_engine import TransformersEngine
     from agentbolt.gateway import Gateway
-    from agentbolt.gateway.transformers_engine import TransformersEngine
     from agentbolt.server.testing import serve_in_thread
     from agentbolt.store.memory import MemoryStore
 

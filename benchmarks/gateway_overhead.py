@@ -104,7 +104,8 @@ def serve_engine(port: int) -> None:
 def serve_gateway(port: int, engine_url: str, db: str) -> None:
     import uvicorn
 
-    from agentbolt.gateway import Gateway, GatewayConfig, VLLMEngine
+    from agentbolt.engines import VLLMEngine
+    from agentbolt.gateway import Gateway, GatewayConfig
     from agentbolt.server import create_app
     from agentbolt.store.url import open_store
 

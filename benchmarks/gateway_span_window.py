@@ -27,7 +27,8 @@ from pathlib import Path
 import httpx
 from canned_answer import CHAT_ANSWER, MODEL  # benchmarks/ is on sys.path when run as a script
 
-from agentbolt.gateway import Gateway, VLLMEngine
+from agentbolt.engines import VLLMEngine
+from agentbolt.gateway import Gateway
 from agentbolt.scoped import rollout_base_url
 from agentbolt.server.testing import serve_in_thread
 from agentbolt.store.memory import MemoryStore

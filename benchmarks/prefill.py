@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
 from engine_throughput import LlamaCpp, _llama_cpp_or_reason
 
-from agentbolt.gateway.transformers_engine import TransformersEngine
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.models.smollm2 import smollm2
 from agentbolt.models.tiny import tiny_model
 

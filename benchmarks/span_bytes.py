@@ -57,8 +57,8 @@ def measure(attempts: int, turns: int, max_tokens: int, threads: int) -> dict[st
     import torch
 
     torch.set_num_threads(threads)
+    from agentbolt.engines.transformers_engine import TransformersEngine
     from agentbolt.gateway import Gateway, GatewayConfig, rollout_base_url
-    from agentbolt.gateway.transformers_engine import TransformersEngine
     from agentbolt.models import tiny_model
     from agentbolt.server.testing import serve_in_thread
     from agentbolt.store import open_store

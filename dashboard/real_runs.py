@@ -41,8 +41,8 @@ from dashboard.filled_store import (
 import agentbolt
 from agentbolt.algorithms import APO, APOConfig
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.gateway import Gateway, GatewayConfig
-from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.models import tiny_model
 from agentbolt.store.sqlite import SqliteStore
 

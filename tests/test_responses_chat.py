@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agentbolt.call_attributes import call_attributes
-from agentbolt.gateway.engine import EngineError
+from agentbolt.engines.engine import EngineError
 from agentbolt.gateway.responses.items import output_items
 from agentbolt.gateway.responses.translate import chat_request
 from agentbolt.responses_chat import (

@@ -387,8 +387,9 @@ def _gateway_spec(
     elif urls:
         fail("--engine-url is for --engine openai or vllm; --engine transformers serves --model-path in this process")
 
+    from agentbolt.engines.spec import EngineSpec
     from agentbolt.gateway.config import GatewayConfig
-    from agentbolt.gateway.spec import EngineSpec, GatewaySpec
+    from agentbolt.gateway.spec import GatewaySpec
 
     sampling: dict[str, dict[str, float]] = {}
     if train_temperature is not None:

@@ -37,7 +37,7 @@ class ModelConfig(TypedDict):
 
 
 def _engine(model_list: list[dict[str, Any]]) -> Any:
-    from agentbolt.gateway.spec import EngineSpec
+    from agentbolt.engines.spec import EngineSpec
 
     upstreams = {
         (str(m.get("litellm_params", {}).get("model", m.get("model_name", ""))),
@@ -128,7 +128,7 @@ class LLMProxy:
         call outside any rollout (a smoke test, a helper model call) is forwarded to the
         upstream as it is and recorded nowhere, as v0.3's proxy did with calls it could not
         attribute."""
-        from agentbolt.gateway.engine_app import engine_app
+        from agentbolt.engines.engine_app import engine_app
         from agentbolt.server.app import create_app
 
         gateway = self.gateway_spec().build()

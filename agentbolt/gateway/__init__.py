@@ -1,10 +1,12 @@
 """The gateway: an OpenAI-compatible proxy inside the server that trains unmodified
-programs. Each model call of a rollout goes through it to an :class:`Engine` and is
+programs. Each model call of a rollout goes through it to an engine
+(:mod:`agentbolt.engines`: the gateway routes and records, engines generate) and is
 recorded as a model-call span (request, response, token ids, logprobs, policy version).
 
 Quick start::
 
-    from agentbolt.gateway import Gateway, GatewayConfig, VLLMEngine, rollout_base_url
+    from agentbolt.engines import VLLMEngine
+    from agentbolt.gateway import Gateway, GatewayConfig, rollout_base_url
     from agentbolt.server import create_app
 
     gateway = Gateway(VLLMEngine("http://127.0.0.1:8000/v1"), GatewayConfig(sampling={"val": {"temperature": 0}}))
@@ -23,29 +25,18 @@ HTTP): pause, drain, load, resume. See ``docs/gateway.md``.
 
 from agentbolt.gateway.config import GatewayConfig
 from agentbolt.gateway.control import GatewayControl, LocalGatewayControl, RemoteGateway
-from agentbolt.gateway.engine import Engine, EngineError
-from agentbolt.gateway.engine_app import engine_app
 from agentbolt.gateway.gateway import Gateway, GatewayPausedError
-from agentbolt.gateway.http_engines import OpenAIEngine, VLLMEngine
-from agentbolt.gateway.policies import PolicyEngines
-from agentbolt.gateway.spec import EngineSpec, GatewaySpec
+from agentbolt.gateway.spec import GatewaySpec
 from agentbolt.scoped import rollout_anthropic_base_url, rollout_base_url
 
 __all__ = [
-    "Engine",
-    "EngineError",
-    "EngineSpec",
     "Gateway",
     "GatewayConfig",
     "GatewayControl",
     "GatewayPausedError",
     "GatewaySpec",
     "LocalGatewayControl",
-    "OpenAIEngine",
-    "PolicyEngines",
     "RemoteGateway",
-    "VLLMEngine",
-    "engine_app",
     "rollout_anthropic_base_url",
     "rollout_base_url",
 ]

@@ -34,8 +34,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from agentbolt.gateway.engine import Engine, EngineError
-from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.engines.engine import Engine, EngineError
+from agentbolt.engines.weight_update import WeightUpdate
 
 if TYPE_CHECKING:
     import httpx
@@ -95,7 +95,7 @@ class GatewayControl(abc.ABC):
         drain_timeout: float = 120.0,
     ) -> int:
         """:meth:`load_weights` spelled with keywords: the fields of the
-        :class:`~agentbolt.gateway.weight_update.WeightUpdate` it loads."""
+        :class:`~agentbolt.engines.weight_update.WeightUpdate` it loads."""
         update = WeightUpdate(state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path)
         return await self.load_weights(update, version=version, drain_timeout=drain_timeout)
 
@@ -109,7 +109,7 @@ class GatewayControl(abc.ABC):
 
     async def rebase_adapters(self) -> None:
         """Make the weights the engine serves now the base of the next LoRA adapter (see
-        :meth:`~agentbolt.gateway.engine.Engine.rebase_adapters`); EngineError(501) for an
+        :meth:`~agentbolt.engines.engine.Engine.rebase_adapters`); EngineError(501) for an
         engine that cannot."""
         engine = self.engine
         if engine is None:
@@ -251,7 +251,7 @@ class RemoteGateway(GatewayControl):
             )
         else:
             if lora is not None:
-                from agentbolt.gateway.local.weights import lora_from
+                from agentbolt.engines.local.weights import lora_from
 
                 tensors, scale = lora_from(lora, lora_scale)
                 params.update(kind="lora", lora_scale=scale)

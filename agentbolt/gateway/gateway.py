@@ -1,12 +1,11 @@
 """The gateway's core: turn one agent call into one engine call plus one span.
 
-Per call it finds the rollout's mode (cached) and forces that mode's sampling, asks the
-engine for token ids and logprobs, sends the call to the rollout's replica (a rollout
-sticks to one, which keeps the engine's prefix cache warm; new rollouts go to the least
-loaded replica and a replica that stops answering is taken out: :mod:`.placement`), retries
-engine 429/5xx and timeouts with backoff, and hands a record of the call to the span recorder. ``pause``
-turns new calls away with 429 (or holds them up to ``pause_hold_s``) while calls in flight
-finish (``drain`` waits for them), so weights can be swapped between ``pause`` and ``resume``.
+Per call it finds the rollout's mode (cached) and forces that mode's sampling, asks the engine for token ids
+and logprobs, sends the call to the rollout's replica (a rollout sticks to one, which keeps the engine's
+prefix cache warm; new rollouts go to the least loaded replica and a replica that stops answering is taken
+out: :mod:`.placement`), retries engine 429/5xx and timeouts with backoff, and hands a record of the call to
+the span recorder. ``pause`` turns new calls away with 429 (or holds them up to ``pause_hold_s``) while calls
+in flight finish (``drain`` waits for them), so weights can be swapped between ``pause`` and ``resume``.
 
 The HTTP side (routes, auth, SSE framing) is in :mod:`agentbolt.server.routes.gateway`
 (the admin routes: :mod:`agentbolt.server.routes.gateway_admin`).
@@ -21,17 +20,18 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Literal
 
+from agentbolt.engines.engine import Engine, EngineError
+from agentbolt.engines.history import AttemptHistory
+from agentbolt.engines.sse import sse_stream
+from agentbolt.engines.token_chat import TokenChat
 from agentbolt.gateway.admission import Admission, GatewayPausedError
 from agentbolt.gateway.config import GatewayConfig
-from agentbolt.gateway.engine import Engine, EngineError
-from agentbolt.gateway.history import AttemptHistory
 from agentbolt.gateway.inflight import InflightCall
 from agentbolt.gateway.origin import CallOrigin
 from agentbolt.gateway.placement import ReplicaPlacement
 from agentbolt.gateway.recording import CallRecord, SpanRecorder
 from agentbolt.gateway.responses.log import ResponseLog
-from agentbolt.gateway.streaming import StreamAssembler, sse_stream
-from agentbolt.gateway.token_chat import TokenChat
+from agentbolt.gateway.streaming import StreamAssembler
 from agentbolt.store.base import Store
 
 __all__ = ["CallKind", "Gateway", "GatewayPausedError"]
@@ -61,7 +61,7 @@ class Gateway:
         #: the pause flag and the calls in flight (every replica's), which a weight swap drains
         self.admission = Admission(self.config)
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: the attempts' finished calls, for token-exact prompts (:mod:`.history`)
+        #: the attempts' finished calls, for token-exact prompts (:mod:`agentbolt.engines.history`)
         self.history = AttemptHistory(max_attempts=self.config.mode_cache_size)
         self.token_chat: TokenChat | None = None
         #: the attempts' Responses API conversations, for ``previous_response_id``
@@ -377,7 +377,7 @@ class Gateway:
 
     def _sender(self, kind: CallKind, call: InflightCall, *, stream: bool = False) -> Callable[..., Any]:
         """What answers a call: the engine, or for chat on an engine with a tokenizer, the
-        gateway's own templating over its token-id completions (:mod:`.token_chat`)."""
+        gateway's own templating over its token-id completions (:mod:`agentbolt.engines.token_chat`)."""
         e, chat = self.engine, self.token_chat
         if kind != "chat":
             return e.stream_completions if stream else e.completions

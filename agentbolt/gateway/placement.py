@@ -8,7 +8,7 @@
   rollouts: each is placed again (as a new one) on its next call. When the cool-down has passed the
   replica is *due for a probe* (:meth:`~ReplicaPlacement.due_for_probe`): whoever owns the
   placement checks it and calls :meth:`~ReplicaPlacement.mark_up` or ``mark_down`` again.
-  The gateway probes with :meth:`~agentbolt.gateway.engine.Engine.probe`.
+  The gateway probes with :meth:`~agentbolt.engines.engine.Engine.probe`.
 * With every replica down, :meth:`~ReplicaPlacement.replica_for` raises
   :class:`NoHealthyReplicaError` (HTTP 503, in the OpenAI error shape).
 
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentbolt.gateway.engine import EngineError
+from agentbolt.engines.engine import EngineError
 
 __all__ = ["NoHealthyReplicaError", "ReplicaPlacement", "ReplicaState"]
 

@@ -4,7 +4,7 @@ A floor below ``algorithms/`` and above ``gateway/``: it knows how to hold, save
 and serve a trainable model, and nothing of any one algorithm's idea.
 
 * :mod:`.policy` — :class:`~.policy.Policy`: the model trained, LoRA or full, its compute
-  dtype, the reference model, token logprobs, the :class:`~agentbolt.gateway.weight_update.WeightUpdate`
+  dtype, the reference model, token logprobs, the :class:`~agentbolt.engines.weight_update.WeightUpdate`
   it hands to the engine, export (torch).
 * :mod:`.logprobs` — token logprobs at the trained positions only (the output layer runs on
   those alone), each task's shared prompt run once per micro-batch.

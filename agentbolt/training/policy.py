@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.engines.weight_update import WeightUpdate
 from agentbolt.training import fsdp
 from agentbolt.training.logprobs import prefix_sharing_ok, shifted_logprobs
 from agentbolt.training.logprobs import token_logprobs as _token_logprobs
@@ -199,7 +199,7 @@ class Policy:
         the full state dict (CPU copies, safe to hand to another thread)."""
         self._unsharded("publishing to an engine")
         if self.lora:
-            from agentbolt.gateway.local.weights import lora_from
+            from agentbolt.engines.local.weights import lora_from
 
             state, scale = lora_from(self.model, None)  # the adapter and alpha / r, as the engine reads them
             return WeightUpdate(lora={k: v.detach().to("cpu", torch.float32, copy=True) for k, v in state.items()},

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.engines.weight_update import WeightUpdate
 
 if TYPE_CHECKING:
     from agentbolt.gateway.control import GatewayControl

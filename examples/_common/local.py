@@ -17,8 +17,8 @@ def in_process_trainer(algorithm: GRPO, args: argparse.Namespace, run_dir: Path)
     attempt given its own gateway URL as the ``llm`` resource."""
     import torch
 
+    from agentbolt.engines.transformers_engine import TransformersEngine
     from agentbolt.gateway import Gateway
-    from agentbolt.gateway.transformers_engine import TransformersEngine
     from agentbolt.models import smollm2
 
     torch.manual_seed(args.seed)

@@ -90,7 +90,7 @@ async def run_mode(engine: Any, tasks: list[dict[str, Any]], protocol: str, mode
 
 async def main(args: argparse.Namespace) -> None:
     import agentbolt.models
-    from agentbolt.gateway.transformers_engine import TransformersEngine
+    from agentbolt.engines.transformers_engine import TransformersEngine
 
     console = Console()
     engine = TransformersEngine.from_pretrained(agentbolt.models.smollm2(), num_threads=args.threads,

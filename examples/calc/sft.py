@@ -39,7 +39,7 @@ from teacher import serve_teacher
 
 import agentbolt
 from agentbolt.algorithms import SFT, Evaluate, LoraSettings, SFTConfig, SFTResult
-from agentbolt.gateway import EngineSpec
+from agentbolt.engines import EngineSpec
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

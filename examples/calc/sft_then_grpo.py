@@ -67,8 +67,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
 
+    from agentbolt.engines.transformers_engine import TransformersEngine
     from agentbolt.gateway import Gateway
-    from agentbolt.gateway.transformers_engine import TransformersEngine
     from agentbolt.models import smollm2
 
     args = parse_args(argv)

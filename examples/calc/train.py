@@ -103,8 +103,9 @@ def cluster_trainer(config: GRPOConfig, args: argparse.Namespace, run_dir: Path)
     torchrun), the ``engine`` (an EngineSpec: vLLM replicas) behind the gateway of the
     server started on ``host``:``port`` over ``store``, runners started elsewhere; ``grpo``
     overrides GRPOConfig fields (``dtype``, ``sharding``, ``adapter_dir``...)."""
+    from agentbolt.engines import EngineSpec
     from agentbolt.execution import ExternalStrategy
-    from agentbolt.gateway import EngineSpec, GatewayConfig, GatewaySpec
+    from agentbolt.gateway import GatewayConfig, GatewaySpec
 
     c = dict(args.cluster)
     config = GRPOConfig.model_validate({**config.model_dump(), **c.get("grpo", {})})

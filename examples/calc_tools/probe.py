@@ -93,8 +93,8 @@ async def run_mode(url: str, tasks: list[dict[str, Any]], mode: str, task_kind: 
 
 
 async def main(args: argparse.Namespace) -> None:
+    from agentbolt.engines.transformers_engine import TransformersEngine
     from agentbolt.gateway import Gateway, GatewayConfig
-    from agentbolt.gateway.transformers_engine import TransformersEngine
     from agentbolt.models import smollm2
     from agentbolt.server.testing import serve_in_thread
     from agentbolt.store.memory import MemoryStore

@@ -55,7 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def build_trainer(args: argparse.Namespace, run_dir: Path) -> agentbolt.Trainer:
-    from agentbolt.gateway import EngineSpec, GatewayConfig, GatewaySpec
+    from agentbolt.engines import EngineSpec
+    from agentbolt.gateway import GatewayConfig, GatewaySpec
 
     config = grpo_config(args, run_dir / "grpo", micro_batch_tokens=2048)
     # the engine lives in the server process: the per-mode sampling GRPO needs is set here

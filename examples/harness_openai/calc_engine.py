@@ -1,6 +1,6 @@
 """A deterministic stand-in model for ``--smoke`` runs: it does arithmetic.
 
-It is an agentbolt :class:`~agentbolt.gateway.Engine`, so the gateway treats it like a
+It is an agentbolt :class:`~agentbolt.engines.Engine`, so the gateway treats it like a
 real one: token ids (one per byte) and chosen-token logprobs come with every answer.
 
 * "what is 3 + 4?" → "The answer is 7."
@@ -17,7 +17,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentbolt.gateway import Engine
+from agentbolt.engines import Engine
 
 __all__ = ["CalcEngine"]
 

@@ -30,7 +30,8 @@ import agentbolt
 from agentbolt.adapters import Triplet, TripletAdapter, extract_model_calls, to_jsonl
 from agentbolt.algorithms import Algorithm, AlgorithmContext
 from agentbolt.runner.harness import Harness
-from agentbolt.gateway import Engine, Gateway, GatewayConfig, OpenAIEngine, VLLMEngine
+from agentbolt.engines import Engine, OpenAIEngine, VLLMEngine
+from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.server.testing import serve_in_thread
 from agentbolt.types import RolloutMode, RolloutStatus
 
@@ -86,7 +87,7 @@ def make_engine(base_url: str | None, model: str | None, vllm: bool) -> Engine:
     if base_url:
         return VLLMEngine(base_url, model=model) if vllm else OpenAIEngine(base_url, model=model)
     try:
-        from agentbolt.gateway.transformers_engine import TransformersEngine  # type: ignore[import-not-found]
+        from agentbolt.engines.transformers_engine import TransformersEngine  # type: ignore[import-not-found]
         from agentbolt.models import smollm2
     except ImportError as exc:
         raise SystemExit(

@@ -96,7 +96,7 @@ def models(args: argparse.Namespace) -> tuple[agentbolt.LLM, agentbolt.LLM | str
         critic = agentbolt.LLM(endpoint=args.critic_endpoint or args.endpoint, model=args.critic_model or args.model,
                                api_key=args.critic_api_key or args.api_key)
         return llm, critic, None
-    from agentbolt.gateway import EngineSpec
+    from agentbolt.engines import EngineSpec
 
     engine = EngineSpec(kind="transformers", path="smollm2", num_threads=args.threads, device=args.device,
                         max_batch_size=args.concurrency, max_tokens=max(args.max_tokens, args.critic_max_tokens or 0))

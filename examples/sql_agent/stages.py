@@ -33,7 +33,7 @@ from agentbolt.algorithms import (
     SFTConfig,
 )
 from agentbolt.algorithms.evaluate import EvaluationResult
-from agentbolt.gateway import EngineSpec
+from agentbolt.engines import EngineSpec
 
 __all__ = ["Run", "Stage", "apo", "grpo", "sft", "untrained"]
 

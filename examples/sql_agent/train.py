@@ -104,7 +104,8 @@ def save_tiny_model(path: Path) -> Path:
 
 def build_gateway(settings: dict[str, Any], run_dir: Path) -> Any:
     """The one gateway (and engine) every stage uses, built from ``settings["engine"]``."""
-    from agentbolt.gateway import EngineSpec, Gateway, GatewayConfig
+    from agentbolt.engines import EngineSpec
+    from agentbolt.gateway import Gateway, GatewayConfig
 
     engine = dict(settings["engine"])
     if settings.get("threads"):

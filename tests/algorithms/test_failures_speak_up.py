@@ -33,8 +33,8 @@ def _tiny_gateway() -> Any:
     """A seeded tiny byte-level model behind the local engine (answers of 2 tokens)."""
     pytest.importorskip("torch")
     pytest.importorskip("peft")
+    from agentbolt.engines.transformers_engine import TransformersEngine
     from agentbolt.gateway import Gateway
-    from agentbolt.gateway.transformers_engine import TransformersEngine
     from agentbolt.models import tiny_model
 
     model, tokenizer = tiny_model(seed=3, vocab="bytes", hidden=32, n_layers=1)

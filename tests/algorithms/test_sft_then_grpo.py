@@ -19,8 +19,8 @@ import agentbolt
 from agentbolt.algorithms import SFT, SFTConfig
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
 from agentbolt.training.lora import LoraSettings
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.gateway import Gateway, GatewayConfig
-from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.metrics import read_jsonl
 from agentbolt.models import tiny_model
 from agentbolt.store.memory import MemoryStore

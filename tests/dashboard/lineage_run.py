@@ -32,8 +32,8 @@ import openai
 
 import agentbolt
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.gateway import Gateway, GatewayConfig
-from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.models import tiny_model
 from agentbolt.semconv import GATEWAY_SCOPE, LLM_PROMPT_TOKEN_IDS, SCOPE_NAME
 from agentbolt.store.sqlite import SqliteStore

@@ -49,7 +49,8 @@ async def planner_then_solver(task: dict[str, str], llm: Any) -> float:
 def _train_two_policies(path: Path, run_dir: Path) -> dict[str, Any]:
     import agentbolt
     from agentbolt.algorithms import GRPOConfig, GRPOPolicies
-    from agentbolt.gateway import Gateway, GatewayConfig, PolicyEngines
+    from agentbolt.engines import PolicyEngines
+    from agentbolt.gateway import Gateway, GatewayConfig
     from agentbolt.models import tiny_model
 
     model, tokenizer = tiny_model(seed=3, vocab="bytes", hidden=64, n_layers=2)

@@ -204,7 +204,7 @@ def test_train_py_takes_spider_instead_of_the_generated_data(spider_dir: Path, t
 
 
 def test_the_cpu_and_gpu_configs_hold_the_same_settings_and_valid_engines() -> None:
-    from agentbolt.gateway import EngineSpec
+    from agentbolt.engines import EngineSpec
 
     HERE, parse_args = sql.train.HERE, sql.train.parse_args
 

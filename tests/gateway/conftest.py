@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agentbolt.gateway import Engine, Gateway, GatewayConfig, rollout_base_url
+from agentbolt.engines import Engine
+from agentbolt.gateway import Gateway, GatewayConfig, rollout_base_url
 from agentbolt.server.testing import serve_in_thread
 from agentbolt.store.memory import MemoryStore
 from gateway.fakes import FakeEngine

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentbolt.gateway.engine import Engine, EngineError
+from agentbolt.engines.engine import Engine, EngineError
 
 REPLY = "the answer is four"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentbolt.gateway.engine import Engine
+from agentbolt.engines.engine import Engine
 
 
 class ScriptedEngine(Engine):

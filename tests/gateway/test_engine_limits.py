@@ -71,7 +71,7 @@ def test_the_local_engine_gives_a_call_without_a_limit_what_the_context_leaves()
     pytest.importorskip("torch", reason="the transformers engine needs torch")
     import asyncio
 
-    from agentbolt.gateway.transformers_engine import TransformersEngine
+    from agentbolt.engines.transformers_engine import TransformersEngine
     from agentbolt.models import tiny_model
 
     model, tokenizer = tiny_model(seed=1, vocab="bytes", max_positions=96)

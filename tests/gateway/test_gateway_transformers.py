@@ -18,8 +18,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="the transformers engine needs torch")
 pytest.importorskip("transformers", reason="the transformers engine needs transformers")
 
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.gateway import Gateway, GatewayConfig
-from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.models import tiny_model
 from agentbolt.server.testing import serve_in_thread
 from agentbolt.store.memory import MemoryStore

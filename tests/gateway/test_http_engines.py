@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from agentbolt.gateway import EngineError, Gateway, GatewayConfig, OpenAIEngine, VLLMEngine, engine_app
+from agentbolt.engines import EngineError, OpenAIEngine, VLLMEngine, engine_app
+from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.server.testing import serve_app_in_thread, serve_in_thread
 from agentbolt.store.memory import MemoryStore
 from gateway import vllm_fake

@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agentbolt.gateway import Gateway, VLLMEngine
+from agentbolt.engines import VLLMEngine
+from agentbolt.gateway import Gateway
 from agentbolt.scoped import rollout_base_url
 from agentbolt.server.testing import serve_in_thread
 from agentbolt.store.memory import MemoryStore

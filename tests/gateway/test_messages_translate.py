@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentbolt.gateway.engine import EngineError
+from agentbolt.engines.engine import EngineError
 from agentbolt.gateway.messages.translate import chat_request, content_blocks, stop_of
 
 

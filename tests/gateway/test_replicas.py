@@ -20,7 +20,8 @@ import pytest
 from starlette.requests import Request
 
 from agentbolt import semconv
-from agentbolt.gateway import Gateway, GatewayConfig, VLLMEngine
+from agentbolt.engines import VLLMEngine
+from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.runner.harness.calls import gateway_calls
 from agentbolt.server.testing import serve_app_in_thread, serve_in_thread
 from agentbolt.store.memory import MemoryStore

@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("transformers", reason="the gateway's chat templating needs a tokenizer (transformers)")
 
+from agentbolt.engines.token_chat import TokenChat
+from agentbolt.engines.tools import get_parser
 from agentbolt.gateway import GatewayConfig
-from agentbolt.gateway.token_chat import TokenChat
-from agentbolt.gateway.tools import get_parser
 from agentbolt.models import byte_tokenizer
 from gateway.conftest import GatewayWorld
 from gateway.scripted_engine import ScriptedEngine

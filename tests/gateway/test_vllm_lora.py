@@ -11,14 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentbolt.gateway import (
-    EngineError,
-    Gateway,
-    GatewayConfig,
-    LocalGatewayControl,
-    RemoteGateway,
-    VLLMEngine,
-)
+from agentbolt.engines import EngineError, VLLMEngine
+from agentbolt.gateway import Gateway, GatewayConfig, LocalGatewayControl, RemoteGateway
 from agentbolt.server.testing import serve_app_in_thread, serve_in_thread
 from agentbolt.store.memory import MemoryStore
 from gateway.conftest import ADMIN, GatewayWorld

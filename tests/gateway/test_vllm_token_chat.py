@@ -19,7 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from agentbolt.gateway import EngineSpec, Gateway, GatewayConfig
+from agentbolt.engines import EngineSpec
+from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.models import byte_tokenizer
 from agentbolt.server.testing import serve_app_in_thread, serve_in_thread
 from agentbolt.store.memory import MemoryStore

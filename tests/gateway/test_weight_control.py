@@ -19,18 +19,11 @@ pytest.importorskip("safetensors", reason="weights travel as safetensors")
 
 from safetensors.torch import save
 
-from agentbolt.gateway import (
-    EngineError,
-    Gateway,
-    GatewayConfig,
-    LocalGatewayControl,
-    OpenAIEngine,
-    RemoteGateway,
-    engine_app,
-)
+from agentbolt.engines import EngineError, OpenAIEngine, engine_app
+from agentbolt.engines.transformers_engine import TransformersEngine
+from agentbolt.engines.weight_update import WeightUpdate
+from agentbolt.gateway import Gateway, GatewayConfig, LocalGatewayControl, RemoteGateway
 from agentbolt.gateway.control import WEIGHTS_ROUTE, safetensors_bytes
-from agentbolt.gateway.transformers_engine import TransformersEngine
-from agentbolt.gateway.weight_update import WeightUpdate
 from agentbolt.models import tiny_model
 from agentbolt.server.app import WEIGHTS_PATH
 from agentbolt.server.testing import serve_app_in_thread, serve_in_thread

@@ -17,7 +17,8 @@ from fakes.openai_server import FakeOpenAI, serve_fake_openai
 import agentbolt
 from agentbolt.adapters import SampleAdapter, TripletAdapter, extract_model_calls
 from agentbolt.algorithms.evaluate import Evaluate
-from agentbolt.gateway import EngineSpec, GatewayConfig, GatewaySpec
+from agentbolt.engines import EngineSpec
+from agentbolt.gateway import GatewayConfig, GatewaySpec
 from agentbolt.semconv import GATEWAY_SCOPE as SCOPE_NAME
 from agentbolt.runner import gateway_llm
 from agentbolt.store.memory import MemoryStore

@@ -38,7 +38,7 @@ def test_cached_conversion_is_reused_without_touching_the_gguf(tmp_path, monkeyp
 async def test_smollm2_loads_fast_and_answers_through_the_engine() -> None:
     from transformers import AutoModelForCausalLM  # noqa: F401  (import time is not load time)
 
-    from agentbolt.gateway.transformers_engine import TransformersEngine
+    from agentbolt.engines.transformers_engine import TransformersEngine
 
     path = smollm2()
     config = (path / "config.json").read_text()

@@ -20,8 +20,8 @@ from agentbolt import semconv
 from agentbolt.adapters.calls import extract_model_calls
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
 from agentbolt.algorithms.grpo.update import PolicyUpdate
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.gateway import Gateway, GatewayConfig
-from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.metrics import read_jsonl
 from agentbolt.models import tiny_model
 from agentbolt.rewards.group import NoGroupScoredError

@@ -22,13 +22,8 @@ from fakes.openai_server import FakeOpenAI, serve_fake_openai
 from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult
 from agentbolt.runner.harness import Harness
 from agentbolt.execution import MultiProcessStrategy
-from agentbolt.gateway import (
-    EngineSpec,
-    Gateway,
-    GatewayConfig,
-    GatewaySpec,
-    OpenAIEngine,
-)
+from agentbolt.engines import EngineSpec, OpenAIEngine
+from agentbolt.gateway import Gateway, GatewayConfig, GatewaySpec
 from agentbolt.store.memory import MemoryStore
 from agentbolt.store.sqlite import SqliteStore
 from agentbolt.trainer import Trainer

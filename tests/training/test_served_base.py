@@ -20,9 +20,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from agentbolt.engines.transformers_engine import TransformersEngine  # noqa: E402
 from agentbolt.gateway import Gateway, LocalGatewayControl  # noqa: E402
 from agentbolt.gateway.control import RemoteGateway  # noqa: E402
-from agentbolt.gateway.transformers_engine import TransformersEngine  # noqa: E402
 from agentbolt.models import tiny_model  # noqa: E402
 from agentbolt.server.testing import serve_in_thread  # noqa: E402
 from agentbolt.store.memory import MemoryStore  # noqa: E402

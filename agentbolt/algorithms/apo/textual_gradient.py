@@ -34,7 +34,7 @@ from agentbolt.algorithms.apo.placeholders import (
 from agentbolt.types import LLM
 
 if TYPE_CHECKING:
-    from agentbolt.gateway.engine import Engine
+    from agentbolt.engines.engine import Engine
 
 __all__ = [
     "CRITIC_SYSTEM",
@@ -334,7 +334,7 @@ class EngineChatModel:
 
     async def chat(self, messages: list[dict[str, str]], *, temperature: float | None = None,
                    max_tokens: int | None = None) -> str:
-        from agentbolt.gateway.engine import EngineError
+        from agentbolt.engines.engine import EngineError
 
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if temperature is not None:

@@ -64,7 +64,7 @@ class PolicyRun:
 
 
 class GRPOPolicies(Algorithm):
-    """GRPO over several named policies of one :class:`~agentbolt.gateway.PolicyEngines`
+    """GRPO over several named policies of one :class:`~agentbolt.engines.PolicyEngines`
     (see module doc). ``policies`` maps each policy name to its ``agent_match``; ``models``
     optionally gives a policy its starting weights (default: a copy of what its engine serves)."""
 
@@ -174,7 +174,7 @@ class GRPOPolicies(Algorithm):
     async def _start(self, name: str, grpo: GRPO, control: Any, run_dir: Path) -> PolicyRun:
         """Policy ``name``'s trainer, publisher and update, its files in ``run_dir``."""
         from agentbolt.algorithms.grpo.update import PolicyUpdate
-        from agentbolt.gateway.policies import PolicyControl
+        from agentbolt.gateway.policy_control import PolicyControl
         from agentbolt.training.publish import engine_info, policy_device
 
         scoped = PolicyControl(control, name)

@@ -16,7 +16,7 @@ import datetime
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agentbolt.gateway.engine import EngineError
+from agentbolt.engines.engine import EngineError
 from agentbolt.gateway.messages.errors import anthropic_error, as_anthropic
 from agentbolt.gateway.messages.events import MessagesStream
 from agentbolt.gateway.messages.translate import (
@@ -30,8 +30,8 @@ from agentbolt.gateway.messages.translate import (
 from agentbolt.semconv import LLM_API, LLM_DROPPED_TOOLS, LLM_MESSAGE_ID
 
 if TYPE_CHECKING:
+    from agentbolt.engines.token_chat import TokenChat
     from agentbolt.gateway.origin import CallOrigin
-    from agentbolt.gateway.token_chat import TokenChat
 
 __all__ = ["MessagesGateway", "anthropic_model", "anthropic_models", "count_tokens", "create_message"]
 

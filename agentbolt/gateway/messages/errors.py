@@ -1,6 +1,6 @@
 """Errors in the Anthropic Messages API's shape: ``{"type": "error", "error": {"type", "message"}}``.
 
-The gateway's own errors carry OpenAI-shaped bodies (:class:`~agentbolt.gateway.engine.EngineError`);
+The gateway's own errors carry OpenAI-shaped bodies (:class:`~agentbolt.engines.engine.EngineError`);
 on the Messages routes they are re-shaped with the error type Anthropic uses for the
 status, so Anthropic clients raise their usual exceptions (and retry 429 / 5xx).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentbolt.gateway.engine import EngineError
+from agentbolt.engines.engine import EngineError
 
 __all__ = ["anthropic_error", "as_anthropic", "bad_request", "error_body", "error_type"]
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
+from agentbolt.engines.sse import close_stream
 from agentbolt.gateway.messages.errors import error_body
 from agentbolt.gateway.messages.translate import message_object, stop_of, tool_use_id, usage_of
-from agentbolt.gateway.streaming import close_stream
 
 __all__ = ["MessagesStream"]
 

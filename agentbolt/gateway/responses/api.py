@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agentbolt.gateway.engine import EngineError
+from agentbolt.engines.engine import EngineError
 from agentbolt.gateway.responses.events import ResponsesStream
 from agentbolt.gateway.responses.items import new_id
 from agentbolt.gateway.responses.log import (

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from agentbolt.gateway.engine import EngineError
+from agentbolt.engines.engine import EngineError
 from agentbolt.gateway.responses.items import output_items
 from agentbolt.gateway.responses.log import CONVERSATION_START, PREVIOUS_RESPONSE_ID, span_of
 from agentbolt.gateway.responses.translate import response_object

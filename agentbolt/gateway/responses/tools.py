@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbolt.gateway.chat_template import bad_request
+from agentbolt.engines.chat_template import bad_request
 from agentbolt.responses_chat import CUSTOM_INPUT
 
 __all__ = ["ToolSet", "chat_tool_choice", "tool_set"]

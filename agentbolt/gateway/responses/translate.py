@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agentbolt.gateway.chat_template import bad_request
+from agentbolt.engines.chat_template import bad_request
 from agentbolt.gateway.responses.items import output_items
 from agentbolt.gateway.responses.tools import ToolSet, chat_tool_choice, tool_set
 from agentbolt.responses_chat import UnsupportedItemError, input_messages, instruction_messages

@@ -1,7 +1,7 @@
 """The run's own engine as the judge, called directly (not through the gateway).
 
 The gateway records every call it proxies as a model call of a rollout, and GRPO trains
-on those; this client hands the judge's messages to the :class:`~agentbolt.gateway.Engine`
+on those; this client hands the judge's messages to the :class:`~agentbolt.engines.Engine`
 object itself, so nothing is recorded but the ``agentbolt.judge`` span. The answer comes
 from the weights being served now: with GRPO, the policy as of the step being judged (a
 model judging itself can learn to please itself: prefer a fixed judge when you have one).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentbolt.gateway.engine import Engine, EngineError
+from agentbolt.engines.engine import Engine, EngineError
 from agentbolt.rewards.judge.client import JudgeReply, Message
 from agentbolt.rewards.judge.errors import JudgeCallError
 from agentbolt.rewards.judge.openai import chat_reply

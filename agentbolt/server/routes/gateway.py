@@ -33,7 +33,7 @@ import orjson
 from fastapi import APIRouter, Request, WebSocket
 from starlette.responses import Response, StreamingResponse
 
-from agentbolt.gateway.engine import EngineError
+from agentbolt.engines.engine import EngineError
 from agentbolt.gateway.gateway import CallKind, Gateway, GatewayPausedError
 from agentbolt.gateway.messages import anthropic_model, anthropic_models, count_tokens, create_message, error_body
 from agentbolt.gateway.origin import origin_of

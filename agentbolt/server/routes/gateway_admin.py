@@ -34,10 +34,10 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from agentbolt.engines.engine import EngineError
+from agentbolt.engines.weight_update import WeightUpdate
 from agentbolt.gateway.control import FLUSH_ROUTE, REBASE_ROUTE, WEIGHTS_ROUTE, LocalGatewayControl
-from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.gateway import Gateway
-from agentbolt.gateway.weight_update import WeightUpdate
 from agentbolt.server.auth import principal_of
 from agentbolt.server.routes.gateway import json_object, openai_error, openai_error_response
 from agentbolt.store.errors import StoreError

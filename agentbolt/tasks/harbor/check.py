@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentbolt.engines.engine import Engine
 from agentbolt.gateway import Gateway
-from agentbolt.gateway.engine import Engine
 from agentbolt.runner.harness.docker import DockerExecutor
 from agentbolt.runner.harness.docker.client import docker_client
 from agentbolt.runner.runner import Runner

@@ -100,8 +100,8 @@ async def byte_agent(task: dict[str, str], llm: Any) -> float:
 def fit(out: Path, rank: int) -> None:
     import agentbolt
     from agentbolt.algorithms.grpo import GRPO
+    from agentbolt.engines.transformers_engine import TransformersEngine
     from agentbolt.gateway import Gateway, GatewayConfig
-    from agentbolt.gateway.transformers_engine import TransformersEngine
 
     torch.set_num_threads(1)
     if rank != 0:  # consume RNG differently from rank 0: the LoRA init must still agree

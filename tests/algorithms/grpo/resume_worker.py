@@ -19,8 +19,8 @@ import torch
 import agentbolt
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
 from agentbolt.training.lora import LoraSettings
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.gateway import Gateway, GatewayConfig
-from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.models import tiny_model
 
 TASKS = [{"prompt": f"task {i}"} for i in range(5)]

@@ -31,9 +31,9 @@ from agentbolt.algorithms.grpo import (
 from agentbolt.algorithms.grpo.batch import collate
 from agentbolt.algorithms.grpo.loss import grpo_loss
 from agentbolt.algorithms.grpo.update import PolicyUpdate
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.execution.dev import preview_adapter, training_samples
 from agentbolt.gateway import Gateway, GatewayConfig
-from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.metrics import read_jsonl
 from agentbolt.models import tiny_model
 from agentbolt.store.memory import MemoryStore
@@ -169,7 +169,7 @@ async def own_policies(task: dict[str, str], llm: agentbolt.LLM) -> float:
 
 
 def test_grpo_on_the_solvers_own_policy_leaves_the_planners_weights_untouched(tmp_path: Path) -> None:
-    from agentbolt.gateway.policies import PolicyEngines
+    from agentbolt.engines.policies import PolicyEngines
 
     model, tokenizer = tiny_model(seed=3, vocab="bytes", hidden=64, n_layers=2)
     engines = PolicyEngines.local(model, tokenizer, ["planner", "solver"], default="solver", max_batch_size=16,
@@ -190,7 +190,7 @@ def test_grpo_on_the_solvers_own_policy_leaves_the_planners_weights_untouched(tm
 
 def test_two_policies_each_trained_by_its_own_update_on_its_own_agents_samples(tmp_path: Path) -> None:
     from agentbolt.algorithms.grpo.policies import GRPOPolicies
-    from agentbolt.gateway.policies import PolicyEngines
+    from agentbolt.engines.policies import PolicyEngines
 
     model, tokenizer = tiny_model(seed=3, vocab="bytes", hidden=64, n_layers=2)
     engines = PolicyEngines.local(model, tokenizer, ["planner", "solver"], max_batch_size=16, num_threads=1,
@@ -219,7 +219,7 @@ def test_dev_previews_what_each_policy_of_a_two_policy_run_trains_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from agentbolt.algorithms.grpo.policies import GRPOPolicies
-    from agentbolt.gateway.policies import PolicyEngines
+    from agentbolt.engines.policies import PolicyEngines
 
     model, tokenizer = tiny_model(seed=3, vocab="bytes", hidden=64, n_layers=2)
     engines = PolicyEngines.local(model, tokenizer, ["planner", "solver"], max_batch_size=16, num_threads=1,

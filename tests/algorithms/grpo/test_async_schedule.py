@@ -117,8 +117,8 @@ def test_async_training_bounds_and_corrects_staleness(tmp_path: Path) -> None:
     import agentbolt
     from agentbolt.algorithms.grpo import GRPO, GRPOConfig
     from agentbolt.training.lora import LoraSettings
+    from agentbolt.engines.transformers_engine import TransformersEngine
     from agentbolt.gateway import Gateway, GatewayConfig
-    from agentbolt.gateway.transformers_engine import TransformersEngine
     from agentbolt.metrics import read_jsonl
     from agentbolt.models import tiny_model
     from agentbolt.store.sqlite import SqliteStore

@@ -10,8 +10,9 @@ import pytest
 
 from agentbolt.algorithms.grpo import GRPO
 from agentbolt.algorithms.grpo.onpolicy import TRAIN_SAMPLING
+from agentbolt.engines.spec import EngineSpec
 from agentbolt.gateway import GatewayConfig
-from agentbolt.gateway.spec import EngineSpec, GatewaySpec
+from agentbolt.gateway.spec import GatewaySpec
 from agentbolt.trainer import Trainer
 
 

@@ -23,8 +23,8 @@ import openai  # noqa: E402
 
 import agentbolt  # noqa: E402
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig  # noqa: E402
+from agentbolt.engines.transformers_engine import TransformersEngine  # noqa: E402
 from agentbolt.gateway import Gateway, GatewayConfig  # noqa: E402
-from agentbolt.gateway.transformers_engine import TransformersEngine  # noqa: E402
 from agentbolt.metrics import read_jsonl  # noqa: E402
 from agentbolt.models import tiny_model  # noqa: E402
 

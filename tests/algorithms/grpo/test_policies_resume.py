@@ -18,8 +18,8 @@ from agentbolt.training.checkpoint import CheckpointManager
 import agentbolt
 from agentbolt.algorithms.grpo import GRPOConfig
 from agentbolt.algorithms.grpo.policies import GRPOPolicies
+from agentbolt.engines.policies import PolicyEngines
 from agentbolt.gateway import Gateway, GatewayConfig
-from agentbolt.gateway.policies import PolicyEngines
 from agentbolt.metrics import read_jsonl
 from agentbolt.models import tiny_model
 from agentbolt.store.memory import MemoryStore

@@ -16,7 +16,7 @@ pytest.importorskip("peft")
 
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
 from agentbolt.training.lora import LoraSettings
-from agentbolt.gateway import EngineSpec
+from agentbolt.engines import EngineSpec
 from agentbolt.gateway.control import RemoteGateway
 from agentbolt.metrics import read_jsonl
 from agentbolt.models import tiny_model

@@ -103,8 +103,8 @@ def test_a_real_grpo_step_accounts_for_every_rollout(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("peft")
     import agentbolt
+    from agentbolt.engines.transformers_engine import TransformersEngine
     from agentbolt.gateway import Gateway, GatewayConfig
-    from agentbolt.gateway.transformers_engine import TransformersEngine
     from agentbolt.metrics import read_jsonl
     from agentbolt.models import tiny_model
 

@@ -23,8 +23,8 @@ from agentbolt.training.publish import (
     numerics_match,
     policy_device,
 )
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.gateway import Gateway, LocalGatewayControl
-from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.models import tiny_model
 
 LORA = LoraSettings(r=4, alpha=8, target_modules=["q_proj", "v_proj"])

@@ -12,7 +12,7 @@ import pytest
 
 from agentbolt.adapters.samples import Sample
 from agentbolt.algorithms.grpo.staleness import split_stale
-from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.engines.weight_update import WeightUpdate
 from agentbolt.training.versions import (
     PublishedVersions,
     VersionLineage,

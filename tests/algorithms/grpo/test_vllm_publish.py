@@ -18,7 +18,8 @@ from gateway.vllm_fake import BASE_MODEL, FakeVLLM
 import agentbolt
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
 from agentbolt.training.lora import LoraSettings
-from agentbolt.gateway import Gateway, GatewayConfig, VLLMEngine
+from agentbolt.engines import VLLMEngine
+from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.metrics import read_jsonl
 from agentbolt.server.testing import serve_app_in_thread
 

@@ -15,8 +15,8 @@ pytest.importorskip("peft")
 
 import agentbolt
 from agentbolt.algorithms import SFT, SFTConfig, SFTResult
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.gateway import Gateway, GatewayConfig
-from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.metrics import read_jsonl
 from agentbolt.models import tiny_model
 from tests.algorithms.sft.agents import exact_agent, record, tasks
@@ -83,7 +83,7 @@ def test_teacher_rollouts_recorded_through_another_engine_are_learned_from(tmp_p
     """Phase 1 records a teacher (an OpenAI-compatible server) through the gateway; phase 2
     fine-tunes the tiny model on the teacher's rollouts that passed, found by id."""
     from agentbolt.algorithms import Evaluate
-    from agentbolt.gateway import EngineSpec
+    from agentbolt.engines import EngineSpec
     from tests.algorithms.sft.agents import teacher_agent
     from tests.fakes.openai_server import serve_fake_openai
 

@@ -112,7 +112,7 @@ def test_a_rollouts_gateway_url_is_refused_as_a_judge() -> None:
 
 async def test_the_runs_own_engine_answers_directly() -> None:
     pytest.importorskip("torch")
-    from agentbolt.gateway.transformers_engine import TransformersEngine
+    from agentbolt.engines.transformers_engine import TransformersEngine
     from agentbolt.models import tiny_model
 
     model, tokenizer = tiny_model(seed=0, vocab="bytes", hidden=32, n_layers=1)

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from fakes.openai_server import serve_fake_openai
 
-from agentbolt.gateway import Gateway, VLLMEngine
+from agentbolt.engines import VLLMEngine
+from agentbolt.gateway import Gateway
 from agentbolt.runner.runner import Runner
 from agentbolt.server.testing import serve_in_thread
 from agentbolt.store.memory import MemoryStore

@@ -21,7 +21,8 @@ import pytest
 from fakes.openai_server import FakeOpenAI, serve_fake_openai
 
 from agentbolt.runner.harness import Harness
-from agentbolt.gateway import Gateway, GatewayConfig, VLLMEngine
+from agentbolt.engines import VLLMEngine
+from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.runner.runner import Runner
 from agentbolt.server.testing import serve_in_thread
 from agentbolt.store.memory import MemoryStore

@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="the transformers engine needs the [torch] extra")
 pytest.importorskip("transformers", reason="the transformers engine needs the [torch] extra")
 
-from agentbolt.gateway.engine import EngineError
-from agentbolt.gateway.transformers_engine import TransformersEngine
+from agentbolt.engines.engine import EngineError
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.models import tiny_model
 
 USER = [{"role": "user", "content": "Tell me about cats."}]

@@ -1,24 +1,24 @@
 """Tool calls in model text: parsers chosen by name, and streaming with held-back calls.
 
 Engines that take token ids leave templating and tool-call parsing to agentbolt (see
-:mod:`agentbolt.gateway.token_chat`); these parsers turn the model's text into OpenAI
+:mod:`agentbolt.engines.token_chat`); these parsers turn the model's text into OpenAI
 ``tool_calls``. Unreadable output stays text, never an error or a guess.
 """
 
-from agentbolt.gateway.tools.base import (
+from agentbolt.engines.tools.base import (
     ParsedCall,
     ParsedOutput,
     ToolParser,
     new_call_id,
     tool_functions,
 )
-from agentbolt.gateway.tools.registry import (
+from agentbolt.engines.tools.registry import (
     PARSERS,
     default_parser_name,
     get_parser,
     template_renders_tools,
 )
-from agentbolt.gateway.tools.stream import ToolCallStream, call_deltas
+from agentbolt.engines.tools.stream import ToolCallStream, call_deltas
 
 __all__ = [
     "PARSERS",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentbolt.gateway.engine import EngineError
+from agentbolt.engines.engine import EngineError
 
 __all__ = ["ServedNames"]
 

@@ -25,7 +25,7 @@ import abc
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.engines.weight_update import WeightUpdate
 
 if TYPE_CHECKING:
     import torch
@@ -76,9 +76,9 @@ class Engine(abc.ABC):
     supports_rebase: bool = False
     #: the policy's tokenizer, for engines whose completions route takes token ids: the
     #: gateway then renders chats itself (tools included), parses tool calls and builds
-    #: prompts from the attempt's earlier token ids (:mod:`agentbolt.gateway.token_chat`)
+    #: prompts from the attempt's earlier token ids (:mod:`agentbolt.engines.token_chat`)
     tokenizer: Any = None
-    #: the tool-call parser's name (:data:`agentbolt.gateway.tools.PARSERS`); None: from the chat template
+    #: the tool-call parser's name (:data:`agentbolt.engines.tools.PARSERS`); None: from the chat template
     tool_parser: str | None = None
     #: the model's context window in tokens, where known: with a ``tokenizer`` the gateway
     #: refuses a prompt that leaves no room in it (400 ``context_length_exceeded``, recorded)
@@ -140,7 +140,7 @@ class Engine(abc.ABC):
         ``update`` holds full or partial weights (``state_dict``), a LoRA adapter (``lora``,
         a peft model or an adapter state dict with ``lora_scale`` = alpha / r) or a peft
         adapter directory the engine can read (``lora_path``): see
-        :class:`~agentbolt.gateway.weight_update.WeightUpdate`. ``version`` defaults to the
+        :class:`~agentbolt.engines.weight_update.WeightUpdate`. ``version`` defaults to the
         current one + 1. Engines that cannot (``supports_weight_updates = False``) raise
         EngineError(501).
         """
@@ -172,7 +172,7 @@ class Engine(abc.ABC):
         version: int | None = None,
     ) -> int:
         """:meth:`load_weights` spelled with keywords: the fields of the
-        :class:`~agentbolt.gateway.weight_update.WeightUpdate` it loads."""
+        :class:`~agentbolt.engines.weight_update.WeightUpdate` it loads."""
         update = WeightUpdate(state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path)
         return await self.load_weights(update, version=version)
 

@@ -2,7 +2,7 @@
 
 For engines that take token ids, agentbolt renders the chat itself with the policy's
 tokenizer, so it can parse tool calls and build each prompt from the attempt's earlier
-calls (:mod:`agentbolt.gateway.history`). ``tools`` and ``tool_choice`` are applied here:
+calls (:mod:`agentbolt.engines.history`). ``tools`` and ``tool_choice`` are applied here:
 
 * ``auto`` (the default with tools): the tools go into the template, the answer is parsed;
 * ``none``: no tools in the prompt, nothing parsed;
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentbolt.gateway.engine import EngineError
-from agentbolt.gateway.tools import (
+from agentbolt.engines.engine import EngineError
+from agentbolt.engines.tools import (
     ToolParser,
     default_parser_name,
     get_parser,
@@ -117,7 +117,7 @@ class ToolMode:
 
 class ChatTemplate:
     """The policy's chat template plus a tool-call parser (``parser``: a name from
-    :data:`agentbolt.gateway.tools.PARSERS`; default: read from the template)."""
+    :data:`agentbolt.engines.tools.PARSERS`; default: read from the template)."""
 
     def __init__(self, tokenizer: Any, parser: str | None = None) -> None:
         # third-party: a transformers tokenizer: older ones have no chat_template

@@ -9,7 +9,7 @@
     engine.versions            # {"planner": 0, "solver": 1}
 
 A call goes to the policy named by its ``model`` (a harnessed program may add its agent,
-``"solver#solver"``: the gateway strips ``#...`` first, see :mod:`.origin`); a model name
+``"solver#solver"``: the gateway strips ``#...`` first, see :mod:`agentbolt.gateway.origin`); a model name
 that is no policy goes to ``default`` when one is set, else it is refused (404) with the
 names served. Each policy has its own weights and its own **policy version**: the answer
 carries the version of the policy that produced it, so every recorded token says which
@@ -18,11 +18,11 @@ policy only. A trainer of one policy (GRPO with ``agent_match``) publishes to th
 ``default`` policy and copies its weights: set ``default`` to the policy it trains.
 
 :meth:`PolicyEngines.local` serves each policy from its own
-:class:`~agentbolt.gateway.transformers_engine.TransformersEngine` on its own copy of the
+:class:`~agentbolt.engines.transformers_engine.TransformersEngine` on its own copy of the
 base weights (the local engine merges an adapter into the weights it serves, so adapters
 cannot share one copy): memory grows with the number of policies — fine for small models
 on CPU. vLLM serves many LoRA adapters on one copy of the base model (``--enable-lora``):
-put one :class:`~agentbolt.gateway.VLLMEngine` per adapter name in ``PolicyEngines``.
+put one :class:`~agentbolt.engines.VLLMEngine` per adapter name in ``PolicyEngines``.
 """
 
 from __future__ import annotations
@@ -32,15 +32,14 @@ import copy
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentbolt.gateway.control import GatewayControl, LocalGatewayControl
-from agentbolt.gateway.engine import Engine, EngineError
-from agentbolt.gateway.streaming import close_stream
-from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.engines.engine import Engine, EngineError
+from agentbolt.engines.sse import close_stream
+from agentbolt.engines.weight_update import WeightUpdate
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["PolicyControl", "PolicyEngines"]
+__all__ = ["PolicyEngines"]
 
 
 class PolicyEngines(Engine):
@@ -68,7 +67,7 @@ class PolicyEngines(Engine):
               **engine_kw: Any) -> PolicyEngines:
         """One local transformers engine per name, each on a copy of ``model`` served
         under that name (``engine_kw`` go to every engine)."""
-        from agentbolt.gateway.transformers_engine import TransformersEngine
+        from agentbolt.engines.transformers_engine import TransformersEngine
 
         if len(set(names)) != len(names) or not names:
             raise ValueError(f"policy names must be distinct and at least one, got {list(names)}")
@@ -202,48 +201,3 @@ async def _named_stream(chunks: AsyncIterator[dict[str, Any]], policy: str) -> A
             yield chunk
     finally:
         await close_stream(chunks)
-
-
-class PolicyControl(GatewayControl):
-    """One policy of a :class:`PolicyEngines` seen as a gateway of its own, for a trainer:
-    ``engine`` is that policy's engine, ``policy_version()`` its version, and
-    ``load_weights`` pauses the whole gateway, drains it and loads the weights into that
-    policy only. Wraps the control of a gateway in this process
-    (:class:`~agentbolt.gateway.control.LocalGatewayControl`)."""
-
-    def __init__(self, control: GatewayControl, policy: str) -> None:
-        engines = control.engine
-        if not isinstance(control, LocalGatewayControl) or not isinstance(engines, PolicyEngines):
-            raise TypeError("training several policies needs the gateway in this process, serving PolicyEngines: "
-                            "Trainer(gateway=Gateway(PolicyEngines.local(model, tokenizer, [...])))")
-        engines.engine_of(policy)  # an unknown policy fails here, with the names served
-        self.control = control
-        self.policy = policy
-        self.engines = engines
-        self.server_url = control.server_url
-
-    @property
-    def engine(self) -> Engine:
-        return self.engines.engines[self.policy]
-
-    async def status(self) -> dict[str, Any]:
-        return {**await self.control.status(), "policy": self.policy, "policy_version": self.engine.policy_version}
-
-    async def policy_version(self) -> int | None:
-        return self.engine.policy_version
-
-    async def flush(self) -> None:
-        await self.control.flush()
-
-    async def load_weights(self, update: WeightUpdate, *, version: int | None = None,
-                           drain_timeout: float = 120.0) -> int:
-        gateway = self.control.gateway
-        gateway.pause()
-        try:
-            await self.control.drain(drain_timeout)
-            return await self.engines.load_weights(update, version=version, policy=self.policy)
-        finally:
-            gateway.resume()
-
-    async def aclose(self) -> None:
-        """Nothing to release: the wrapped control belongs to the run."""

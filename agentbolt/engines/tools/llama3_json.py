@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentbolt.gateway.tools.base import (
+from agentbolt.engines.tools.base import (
     ParsedCall,
     ParsedOutput,
     ToolParser,

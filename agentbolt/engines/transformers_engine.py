@@ -11,9 +11,9 @@ OpenAI API shapes, with token ids and logprobs, dynamic batching and weight hot-
   the RAW model distribution: log-softmax of the logits at temperature 1, before top-p —
   like vLLM's default. The token is drawn from the tempered, top-p-filtered distribution.
 * One choice per request (``n=1``). Chat calls are answered through the completions path
-  on token ids (:class:`~agentbolt.gateway.token_chat.TokenChat`): ``tools`` and
+  on token ids (:class:`~agentbolt.engines.token_chat.TokenChat`): ``tools`` and
   ``tool_choice`` go into the chat template, the output is parsed into ``tool_calls`` by
-  the ``tool_parser`` (default: read from the template; see :mod:`agentbolt.gateway.tools`).
+  the ``tool_parser`` (default: read from the template; see :mod:`agentbolt.engines.tools`).
 * ``seed`` makes a request reproducible (its own RNG). Batched rows can differ from a lone
   run in the last float bits (and a prompt whose prefix K/V was reused from the cache from
   one computed afresh), so bit-exact replay holds for the same batch composition and cache
@@ -26,7 +26,7 @@ OpenAI API shapes, with token ids and logprobs, dynamic batching and weight hot-
   with other busy processes ``num_threads=1`` avoids thread-pool stalls); ``device="cuda"``
   runs on a GPU — written for it, but only CPU is tested in this repository.
 * Batching is continuous for Llama-shaped models (Llama, Mistral without sliding window,
-  Qwen2/3: :mod:`agentbolt.gateway.local.continuous`): requests join the running batch at
+  Qwen2/3: :mod:`agentbolt.engines.local.continuous`): requests join the running batch at
   the next decode step and leave it when done; new prompts are prefilled in the same
   weight pass as the running rows' next tokens; logits are computed only where a token is
   sampled; K/V live in a preallocated buffer; identical prompts admitted together (a GRPO
@@ -52,25 +52,25 @@ from typing import Any, Literal
 
 import torch
 
-from agentbolt.gateway.engine import Engine, EngineError
-from agentbolt.gateway.local.continuous import ContinuousScheduler
-from agentbolt.gateway.local.llama_forward import unsupported_reason
-from agentbolt.gateway.local.sampling import SamplingParams, parse_sampling
-from agentbolt.gateway.local.scheduler import (
+from agentbolt.engines.engine import Engine, EngineError
+from agentbolt.engines.local.continuous import ContinuousScheduler
+from agentbolt.engines.local.llama_forward import unsupported_reason
+from agentbolt.engines.local.sampling import SamplingParams, parse_sampling
+from agentbolt.engines.local.scheduler import (
     BatchScheduler,
     DoneEvent,
     EngineStats,
     GenRequest,
     TokenEvent,
 )
-from agentbolt.gateway.local.weights import (
+from agentbolt.engines.local.weights import (
     LoraMerger,
     load_full,
     lora_from,
     read_lora_dir,
 )
-from agentbolt.gateway.token_chat import TokenChat
-from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.engines.token_chat import TokenChat
+from agentbolt.engines.weight_update import WeightUpdate
 
 __all__ = ["TransformersEngine"]
 

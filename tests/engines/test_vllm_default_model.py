@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import openai
+from gateway.vllm_fake import BASE_MODEL, FakeVLLM
 
 import agentbolt
 from agentbolt.algorithms import Evaluate
-from agentbolt.gateway.served_names import ServedNames
-from agentbolt.gateway.spec import EngineSpec
+from agentbolt.engines.served_names import ServedNames
+from agentbolt.engines.spec import EngineSpec
 from agentbolt.server.testing import serve_app_in_thread
-from gateway.vllm_fake import BASE_MODEL, FakeVLLM
 
 
 def ask_policy(task: Any, llm: agentbolt.LLM) -> float:

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("transformers", reason="the gateway's chat templating needs a tokenizer (transformers)")
 
-from agentbolt.gateway.chat_template import ChatTemplate, closes_turn  # noqa: E402
+from agentbolt.engines.chat_template import ChatTemplate, closes_turn  # noqa: E402
 from agentbolt.models import CHATML_TEMPLATE, byte_tokenizer  # noqa: E402
 
 LLAMA3_TEMPLATE = (

@@ -27,11 +27,11 @@ from typing import Any, TypeVar
 import aiohttp
 import orjson
 
-from agentbolt.gateway.chat_template import load_tokenizer
-from agentbolt.gateway.engine import Engine, EngineError
-from agentbolt.gateway.served_names import ServedNames
-from agentbolt.gateway.streaming import iter_sse_data
-from agentbolt.gateway.weight_update import WeightUpdate
+from agentbolt.engines.chat_template import load_tokenizer
+from agentbolt.engines.engine import Engine, EngineError
+from agentbolt.engines.served_names import ServedNames
+from agentbolt.engines.sse import iter_sse_data
+from agentbolt.engines.weight_update import WeightUpdate
 
 __all__ = ["OpenAIEngine", "VLLMEngine"]
 

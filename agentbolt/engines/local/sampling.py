@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from agentbolt.gateway.engine import EngineError
+from agentbolt.engines.engine import EngineError
 
 __all__ = ["SamplingParams", "choose_tokens", "parse_sampling"]
 

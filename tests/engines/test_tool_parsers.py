@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentbolt.gateway.tools import (
+from agentbolt.engines.tools import (
     PARSERS,
     ToolCallStream,
     default_parser_name,

@@ -27,11 +27,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbolt.gateway.chat_template import ChatTemplate, ToolMode, keep_first_call
-from agentbolt.gateway.engine import Engine, EngineError
-from agentbolt.gateway.history import AttemptHistory, Turn, message_key
-from agentbolt.gateway.streaming import close_stream
-from agentbolt.gateway.tools import ParsedOutput, ToolCallStream, call_deltas
+from agentbolt.engines.chat_template import ChatTemplate, ToolMode, keep_first_call
+from agentbolt.engines.engine import Engine, EngineError
+from agentbolt.engines.history import AttemptHistory, Turn, message_key
+from agentbolt.engines.sse import close_stream
+from agentbolt.engines.tools import ParsedOutput, ToolCallStream, call_deltas
 from agentbolt.semconv import LLM_PROMPT_SOURCE
 
 __all__ = ["TokenChat"]

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agentbolt.gateway.tools.base import (
+from agentbolt.engines.tools.base import (
     ParsedCall,
     ParsedOutput,
     ToolParser,

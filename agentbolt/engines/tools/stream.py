@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbolt.gateway.tools.base import ParsedOutput, ToolParser
+from agentbolt.engines.tools.base import ParsedOutput, ToolParser
 
 __all__ = ["ToolCallStream", "call_deltas"]
 

@@ -12,11 +12,11 @@ import pytest
 torch = pytest.importorskip("torch", reason="the transformers engine needs torch")
 peft = pytest.importorskip("peft")
 
+from agentbolt.engines.engine import EngineError
+from agentbolt.engines.policies import PolicyEngines
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.gateway import Gateway, GatewayConfig
-from agentbolt.gateway.engine import EngineError
 from agentbolt.gateway.origin import origin_of
-from agentbolt.gateway.policies import PolicyEngines
-from agentbolt.gateway.transformers_engine import TransformersEngine
 from agentbolt.models import tiny_model
 from agentbolt.store.memory import MemoryStore
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import torch
 
-from agentbolt.gateway.local.llama_forward import RaggedLlama, Step
-from agentbolt.gateway.local.prefix_cache import PrefixCache
-from agentbolt.gateway.local.sampling import choose_tokens, new_generator
-from agentbolt.gateway.local.scheduler import _STOP, _WAKE, BatchScheduler, GenRequest
+from agentbolt.engines.local.llama_forward import RaggedLlama, Step
+from agentbolt.engines.local.prefix_cache import PrefixCache
+from agentbolt.engines.local.sampling import choose_tokens, new_generator
+from agentbolt.engines.local.scheduler import _STOP, _WAKE, BatchScheduler, GenRequest
 
 __all__ = ["ContinuousScheduler"]
 

@@ -3,10 +3,10 @@ for a model, read from its chat template."""
 
 from __future__ import annotations
 
-from agentbolt.gateway.tools.base import ToolParser
-from agentbolt.gateway.tools.hermes import HermesParser
-from agentbolt.gateway.tools.llama3_json import Llama3JsonParser
-from agentbolt.gateway.tools.xlam import XLAMParser
+from agentbolt.engines.tools.base import ToolParser
+from agentbolt.engines.tools.hermes import HermesParser
+from agentbolt.engines.tools.llama3_json import Llama3JsonParser
+from agentbolt.engines.tools.xlam import XLAMParser
 
 __all__ = ["PARSERS", "default_parser_name", "get_parser", "template_renders_tools"]
 

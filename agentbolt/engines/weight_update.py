@@ -3,7 +3,7 @@
 A trainer's policy says what it hands over (:meth:`agentbolt.training.policy.Policy.weight_update`);
 the trainer's publisher gives it to a :class:`~agentbolt.gateway.control.GatewayControl`
 (``load_weights``), which pauses and drains the gateway and gives the same value to the
-engine (:meth:`agentbolt.gateway.engine.Engine.load_weights`) — or, for a gateway in a
+engine (:meth:`agentbolt.engines.engine.Engine.load_weights`) — or, for a gateway in a
 server, sends it over ``POST /v1/gateway/weights``, where the server rebuilds it. Which
 fields are set is the format: engines say which they take (``Engine.weight_formats``).
 

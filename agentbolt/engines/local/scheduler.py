@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from agentbolt.gateway.engine import EngineError
-from agentbolt.gateway.local.sampling import (
+from agentbolt.engines.engine import EngineError
+from agentbolt.engines.local.sampling import (
     SamplingParams,
     choose_tokens,
     new_generator,

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch", reason="the transformers engine needs torch")
 pytest.importorskip("transformers", reason="the transformers engine needs transformers")
 
-from agentbolt.gateway.transformers_engine import TransformersEngine
+from agentbolt.engines.transformers_engine import TransformersEngine
 from agentbolt.models import CHATML_TEMPLATE, tiny_model
 
 TOOLS = [{"type": "function", "function": {"name": "calculate", "description": "Evaluate arithmetic",

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the transformers engine needs the [torch] extra")
 pytest.importorskip("transformers", reason="the transformers engine needs the [torch] extra")
 
-from agentbolt.gateway.transformers_engine import TransformersEngine  # noqa: E402
+from agentbolt.engines.transformers_engine import TransformersEngine  # noqa: E402
 from agentbolt.models import tiny_model  # noqa: E402
 
 USER = [{"role": "user", "content": "Tell me about cats."}]

@@ -1,4 +1,4 @@
-"""Serve any :class:`~agentbolt.gateway.engine.Engine` as a plain OpenAI-compatible app
+"""Serve any :class:`~agentbolt.engines.engine.Engine` as a plain OpenAI-compatible app
 (``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``), without a store.
 
 For running a local engine as a model server of its own, and as the fake engine of
@@ -15,8 +15,8 @@ import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import Response, StreamingResponse
 
-from agentbolt.gateway.engine import Engine, EngineError
-from agentbolt.gateway.streaming import SSE_DONE, sse_event
+from agentbolt.engines.engine import Engine, EngineError
+from agentbolt.engines.sse import SSE_DONE, sse_event
 
 __all__ = ["engine_app"]
 

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbolt.gateway.tools.base import call_arguments, call_name
+from agentbolt.engines.tools.base import call_arguments, call_name
 
 __all__ = ["AttemptHistory", "HistoryStats", "Turn", "message_key"]
 
