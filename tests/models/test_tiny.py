@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 torch = pytest.importorskip("torch", reason="tiny models need the [torch] extra")
@@ -52,18 +50,16 @@ def test_byte_tokenizer_round_trips_any_text_and_knows_chatml() -> None:
     assert tok.eos_token == "<|im_end|>"
 
 
-def test_a_training_step_is_fast_and_lowers_the_loss() -> None:
+def test_a_training_step_lowers_the_loss() -> None:
     model, tokenizer = tiny_model(seed=0)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     batch = torch.randint(0, len(tokenizer), (4, 64), generator=torch.Generator().manual_seed(0))
-    losses, started = [], time.perf_counter()
+    losses = []
     for _ in range(3):
         loss = model(input_ids=batch, labels=batch).loss
         loss.backward()
         opt.step()
         opt.zero_grad()
         losses.append(loss.item())
-    per_step = (time.perf_counter() - started) / 3
     assert losses[-1] < losses[0]
-    assert per_step < 3.0  # ~0.3 s here; generous bound because the CPUs are shared with other tests
