@@ -7,11 +7,13 @@ message carries the issue (``Please solve this issue: <problem>``); the teacher 
 and answers with one call of mini-SWE-agent's ``bash`` tool: the fix, one shape per kind
 of task with every part copied from the issue's text, then the submit command —
 
-* a constant — ``echo 'LIMIT = 42' > settings.py && echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``;
-* a rename — ``sed -i 's/compute_limits/compute_limit/' tool.py && echo COMPLETE_...``;
+* a constant — ``echo LIMIT = 42 > settings.py && echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``;
+* a rename — ``sed -i s/compute_limits/compute_limit/ tool.py && echo COMPLETE_...``;
 * a file — ``echo hello > limit.txt && echo COMPLETE_...``.
 
-One model call per episode, no text besides the call. mini-SWE-agent's prompt asks for the
+One model call per episode, no text besides the call. No quotes in the commands: the
+command is a JSON string in the call, and a student that copies a quote writes it
+unescaped (a first run's SFT model did: ``"echo "WIDTH = 84" > ..."``, not a call). mini-SWE-agent's prompt asks for the
 submit command on its own; its code ends the episode when the first line a command prints
 is ``COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` (the fixes print nothing), so the joined
 command submits in the same call. On this CPU that halves what the model has to process per
@@ -48,8 +50,8 @@ MODEL = "mini-swe-teacher"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 _ISSUE = re.compile(r"Please solve this issue:\s*(.+?)\s*$", re.MULTILINE)
 _KINDS = (
-    (re.compile(r"(\w+) in settings\.py must be (\d+)"), lambda m: f"echo '{m[1]} = {m[2]}' > settings.py"),
-    (re.compile(r"rename the function (\w+) in tool\.py to (\w+)"), lambda m: f"sed -i 's/{m[1]}/{m[2]}/' tool.py"),
+    (re.compile(r"(\w+) in settings\.py must be (\d+)"), lambda m: f"echo {m[1]} = {m[2]} > settings.py"),
+    (re.compile(r"rename the function (\w+) in tool\.py to (\w+)"), lambda m: f"sed -i s/{m[1]}/{m[2]}/ tool.py"),
     (re.compile(r"create the file (\S+) containing the word (\w+)"), lambda m: f"echo {m[2]} > {m[1]}"),
 )
 
