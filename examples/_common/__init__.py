@@ -8,6 +8,11 @@ Those live here; the agent, its task, the wiring that is particular to the examp
 engine in this process or in a server, a harness and its sandbox) and its summary stay in
 the example's ``train.py``.
 
+Two modules serve the teacher-and-ladder examples (``calc``, ``sql_agent``,
+``harness_mini_swe_agent``) and are imported by module: ``_common.teacher_server`` (a
+scripted teacher served as an OpenAI-compatible model) and ``_common.settings`` (a
+``--config`` YAML file).
+
 An example puts ``examples/`` on ``sys.path`` (next to its own folder) and imports this
 package as ``_common``; so it runs as a script from the repository root or from its own
 folder alike.

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import argparse
 import re
-import threading
+import sys
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/_common
+from _common.teacher_server import serve_teacher_app, teacher_app  # noqa: E402
 
 __all__ = ["create_app", "serve_teacher", "teacher_reply"]
 
@@ -51,57 +52,22 @@ def teacher_reply(messages: list[dict[str, Any]], solutions: dict[str, str]) -> 
 def create_app(problems: Iterable[dict[str, Any]]) -> FastAPI:
     """The teacher's app, knowing ``problems`` (``{"question", "expression", ...}``: training problems only)."""
     solutions = {str(p["question"]).strip(): str(p["expression"]) for p in problems}
-    app = FastAPI(title="calc teacher")
 
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> JSONResponse:
-        body = await request.json()
+    def answer(body: dict[str, Any]) -> dict[str, Any] | None:
         reply = teacher_reply(body.get("messages") or [], solutions)
-        if reply is None:
-            return JSONResponse({"error": {"message": "the teacher only knows the training problems",
-                                           "type": "not_found", "code": "unknown_problem"}}, status_code=404)
-        n = len(reply.split())
-        return JSONResponse({
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
-            "model": MODEL,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": reply}}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n},
-        })
+        return None if reply is None else {"role": "assistant", "content": reply}
 
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "agentbolt-example"}]}
-
-    return app
+    return teacher_app(answer, MODEL, "the teacher only knows the training problems")
 
 
 @contextmanager
 def serve_teacher(problems: Iterable[dict[str, Any]], *, port: int = 0) -> Iterator[str]:
     """Serve the teacher on 127.0.0.1 (a free port by default) in a thread; yields its base URL (``.../v1``)."""
-    config = uvicorn.Config(create_app(problems), host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="off", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="calc-teacher", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the teacher server did not start (is the port free?)")
-        time.sleep(0.01)
-    bound = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{bound}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serve_teacher_app(create_app(problems), port=port) as url:
+        yield url
 
 
 if __name__ == "__main__":
-    import sys
-    from pathlib import Path
-
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from task import train_set
 

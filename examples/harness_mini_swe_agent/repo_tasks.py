@@ -44,12 +44,14 @@ KINDS = (_constant, _rename, _create)
 
 
 def make_tasks(root: Path, n: int, seed: int, prefix: str) -> list[dict[str, str]]:
-    """``n`` tasks under ``root`` (one repo directory each), as task dicts for the harness."""
+    """``n`` tasks under ``root`` (one repo directory each), as task dicts for the harness
+    (``id``, ``repo``, ``problem``: the issue, ``kind``: constant, rename or create)."""
     tasks = []
     for i in range(n):
         rng = random.Random(f"{prefix}-{seed}-{i}")
         repo = root / f"{prefix}-{i:04d}"
         repo.mkdir(parents=True, exist_ok=True)
-        problem = KINDS[i % len(KINDS)](rng, repo)
-        tasks.append({"id": repo.name, "repo": str(repo), "problem": problem})
+        kind = KINDS[i % len(KINDS)]
+        problem = kind(rng, repo)
+        tasks.append({"id": repo.name, "repo": str(repo), "problem": problem, "kind": kind.__name__.lstrip("_")})
     return tasks

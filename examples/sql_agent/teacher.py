@@ -22,16 +22,18 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import threading
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # examples/_common
+from _common.teacher_server import serve_teacher_app, teacher_app  # noqa: E402
 
 __all__ = ["MODEL", "create_app", "serve_teacher", "teacher_reply"]
 
@@ -68,56 +70,19 @@ def _offers_run_sql(body: dict[str, Any]) -> bool:
 def create_app(tasks: Iterable[dict[str, Any]]) -> FastAPI:
     """The teacher's app, knowing ``tasks`` (training tasks only: ``{"question", "gold", ...}``)."""
     gold_by_question = {str(t["question"]).strip(): str(t["gold"]) for t in tasks}
-    app = FastAPI(title="sql teacher")
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> JSONResponse:
-        body = await request.json()
-        reply = teacher_reply(body.get("messages") or [], gold_by_question, tools=_offers_run_sql(body))
-        if reply is None:
-            return JSONResponse({"error": {"message": "the teacher only knows the training questions",
-                                           "type": "not_found", "code": "unknown_question"}}, status_code=404)
-        n = len(json.dumps(reply).split())
-        return JSONResponse({
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
-            "model": MODEL,
-            "choices": [{"index": 0, "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop",
-                         "message": reply}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n},
-        })
-
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "agentbolt-example"}]}
-
-    return app
+    return teacher_app(lambda body: teacher_reply(body.get("messages") or [], gold_by_question,
+                                                  tools=_offers_run_sql(body)),
+                       MODEL, "the teacher only knows the training questions")
 
 
 @contextmanager
 def serve_teacher(tasks: Iterable[dict[str, Any]], *, port: int = 0) -> Iterator[str]:
     """Serve the teacher on 127.0.0.1 (a free port by default) in a thread; yields its base URL (``.../v1``)."""
-    server = uvicorn.Server(uvicorn.Config(create_app(tasks), host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="off", access_log=False))
-    thread = threading.Thread(target=server.run, name="sql-teacher", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the teacher server did not start (is the port free?)")
-        time.sleep(0.01)
-    bound = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{bound}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serve_teacher_app(create_app(tasks), port=port) as url:
+        yield url
 
 
 if __name__ == "__main__":
-    import sys
-    from pathlib import Path
-
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from data import DEFAULT_DATA_DIR, load_split
 

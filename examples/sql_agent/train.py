@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # this example's modules; examples/_common
 
 import stages
+from _common.settings import load_config
 from data import build, load_split
 from spider import load_spider
 
@@ -39,17 +40,6 @@ SMOKE: dict[str, Any] = {
     "train_size": 6, "val_size": 2, "apo_val_size": 2, "apo_train_batch": 2, "apo_rounds": 1, "apo_beam": 1,
     "apo_branch": 1, "sft_epochs": 1, "grpo_steps": 1, "tasks_per_step": 2, "group_size": 2, "concurrency": 8,
 }
-
-
-def load_config(path: Path) -> dict[str, Any]:
-    import yaml
-
-    if not path.is_file():
-        raise SystemExit(f"no config file at {path}: pass --config with a YAML file like {DEFAULT_CONFIG}")
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise SystemExit(f"{path}: expected a mapping of settings, got {type(data).__name__}")
-    return data
 
 
 def parse_args(argv: list[str] | None = None) -> dict[str, Any]:
@@ -72,7 +62,7 @@ def parse_args(argv: list[str] | None = None) -> dict[str, Any]:
                    help="a seeded random tiny model instead of the config's engine model: checks the path, learns nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
-    settings = load_config(Path(args.config))
+    settings = load_config(Path(args.config), DEFAULT_CONFIG)
     given = {k: v for k, v in vars(args).items() if v is not None and k not in ("config", "smoke", "quiet", "tiny")}
     settings.update(given)
     if args.smoke:

@@ -11,7 +11,8 @@ One iteration, in the order the code runs it (:meth:`SFT._iteration`):
    best ``top_k_per_task`` per task (:mod:`.selection`); their model calls become chat
    records (:class:`~agentbolt.adapters.MessagesAdapter`), duplicates dropped; the
    records are written to ``run_dir/records/iteration-N.jsonl``;
-3. **tokenize** — the model's chat template, loss on assistant tokens only (:mod:`.chat_data`);
+3. **tokenize** — rendered as the gateway renders the calls (the model's chat template, the
+   gateway's tool description and tool-call format), loss on assistant tokens only (:mod:`.chat_data`);
 4. **train** — epochs of AdamW on the per-token mean NLL (:mod:`.update`);
 5. **publish** — the gateway pauses and drains, the engine loads the new weights and the
    policy version goes up (without a gateway: the weights are only exported).
@@ -243,8 +244,10 @@ class SFT(Algorithm):
             source = f"{cfg.samples_per_task} samples per training task"
         records, duplicates = dedupe_records(records)
         to_jsonl(records, run_dir / "records" / f"iteration-{it}.jsonl")
+        engine = control.engine if control is not None else None
+        parser = cfg.tool_parser or (engine.tool_parser if engine is not None else None)  # rendered as served
         data = await asyncio.to_thread(encode_records, records, policy.tokenizer, max_seq_len=cfg.max_seq_len,
-                                       overlong=cfg.overlong)
+                                       overlong=cfg.overlong, tool_parser=parser)
         values.update({"data/records": len(data.samples), "data/duplicates": duplicates,
                        "data/skipped_overlong": data.skipped_overlong, "data/truncated": data.truncated,
                        "data/no_target": data.no_target, "data/trained_tokens": data.num_trained,

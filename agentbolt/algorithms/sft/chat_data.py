@@ -2,8 +2,13 @@
 
 A record (``{"messages": [...], "tools": [...]}``, OpenAI's chat fine-tuning format, as
 :class:`~agentbolt.adapters.MessagesAdapter` writes it) is rendered with
-``tokenizer.apply_chat_template`` — the same rendering the serving engine applies to a
-request, so the model learns in the exact context it will be asked in. Labels are
+the gateway's own chat templating (:class:`agentbolt.engines.chat_template.ChatTemplate`)
+— the same rendering the gateway applies to a request, so the model learns in the exact
+context it will be asked in. With tools that includes a template that ignores them
+(SmolLM2's): the tools are described in the system prompt and each assistant's
+``tool_calls`` written into its turn in the tool-call parser's format (``tool_parser``,
+default: read from the template, as the gateway does), so the model learns to write a
+call the way the gateway parses it. Labels are
 ``-100`` (no loss) everywhere except on the tokens of the assistant messages to train:
 
 * every assistant message, unless it says ``"weight": 0`` (the adapter marks turns that
@@ -24,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from agentbolt.engines.chat_template import ChatTemplate, ToolMode
 
 __all__ = ["IGNORE_INDEX", "ChatData", "ChatSample", "ChatTemplateError", "encode_record", "encode_records"]
 
@@ -97,7 +104,9 @@ def _end_of_turn_ids(tokenizer: Any) -> set[int]:
 
 
 class _Renderer:
-    def __init__(self, tokenizer: Any, tools: Any) -> None:
+    """Token ids of a conversation as the gateway renders it (tools and calls included)."""
+
+    def __init__(self, tokenizer: Any, tools: Any, tool_parser: str | None = None) -> None:
         # third-party: a transformers tokenizer: fields vary by tokenizer
         if not getattr(tokenizer, "chat_template", None):
             raise ChatTemplateError(
@@ -105,30 +114,30 @@ class _Renderer:
                 "set tokenizer.chat_template (the serving engine needs it too)"
             )
         self.tokenizer = tokenizer
-        self.tools = tools or None
+        self.template = ChatTemplate(tokenizer, tool_parser)
+        self.mode = ToolMode(tools, self.template.parser) if tools else ToolMode(None, None)
 
     def __call__(self, messages: Sequence[Mapping[str, Any]], generation_prompt: bool) -> list[int]:
         if not messages:
             return []
         try:
-            ids = self.tokenizer.apply_chat_template([_clean(m) for m in messages], tools=self.tools,
-                                                     add_generation_prompt=generation_prompt, tokenize=True,
-                                                     return_dict=False)
+            prepared = self.template.template_messages([_clean(m) for m in messages], self.mode)
+            text = self.template.render_text(prepared, self.mode, generation=generation_prompt)
         except Exception as exc:
             raise ChatTemplateError(f"{_template_name(self.tokenizer)} rejected a record: {exc}") from exc
-        if isinstance(ids, Mapping):
-            ids = ids["input_ids"]
-        return [int(t) for t in ids]
+        return self.template.encode(text)
 
 
 def _trained(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "assistant" and message.get("weight", 1) != 0
 
 
-def encode_record(record: Mapping[str, Any], tokenizer: Any, *, end_of_turn: set[int] | None = None) -> ChatSample:
-    """The token ids and labels of one record (no length limit; see :func:`encode_records`)."""
+def encode_record(record: Mapping[str, Any], tokenizer: Any, *, end_of_turn: set[int] | None = None,
+                  tool_parser: str | None = None) -> ChatSample:
+    """The token ids and labels of one record (no length limit; see :func:`encode_records`);
+    ``tool_parser``: the format the serving gateway writes and parses tool calls in."""
     messages: list[Mapping[str, Any]] = list(record["messages"])
-    render = _Renderer(tokenizer, record.get("tools"))
+    render = _Renderer(tokenizer, record.get("tools"), tool_parser)
     stops = _end_of_turn_ids(tokenizer) if end_of_turn is None else end_of_turn
     full = render(messages, False)
     labels = [IGNORE_INDEX] * len(full)
@@ -154,13 +163,13 @@ def encode_record(record: Mapping[str, Any], tokenizer: Any, *, end_of_turn: set
 
 
 def encode_records(records: Iterable[Mapping[str, Any]], tokenizer: Any, *, max_seq_len: int,
-                   overlong: Literal["skip", "truncate"] = "skip") -> ChatData:
+                   overlong: Literal["skip", "truncate"] = "skip", tool_parser: str | None = None) -> ChatData:
     """Encode ``records``; those over ``max_seq_len`` tokens are skipped or truncated, and
     those with no trained token left out (all counted)."""
     data = ChatData()
     stops = _end_of_turn_ids(tokenizer)
     for record in records:
-        sample = encode_record(record, tokenizer, end_of_turn=stops)
+        sample = encode_record(record, tokenizer, end_of_turn=stops, tool_parser=tool_parser)
         if len(sample) > max_seq_len:
             if overlong == "skip":
                 data.skipped_overlong += 1

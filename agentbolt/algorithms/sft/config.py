@@ -36,6 +36,10 @@ class SFTConfig(PolicyTrainingConfig):
     max_seq_len: int = Field(2048, ge=8, description="Longest record in tokens.")
     overlong: Literal["skip", "truncate"] = "skip"
     """What to do with a longer record: skip it, or cut it (its trained tokens past the cut are lost)."""
+    tool_parser: str | None = None
+    """The format tool calls are written in when the chat template has no tool support (the
+    gateway's ``tool_parser``). None: the in-process engine's, else read from the chat
+    template, as the gateway does."""
 
     # --- the update
     epochs: int = Field(2, ge=1)

@@ -125,3 +125,36 @@ def test_overlong_records_are_skipped_or_truncated_and_counted() -> None:
 
     nothing_left = encode_records([long], tok, max_seq_len=210, overlong="truncate")  # cut inside the prompt
     assert (len(nothing_left.samples), nothing_left.no_target) == (0, 1)
+
+
+def bash_record() -> dict[str, Any]:
+    """A call of a harness's ``bash`` tool, as a teacher's rollout gives it (OpenAI format)."""
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "bash", "arguments": '{"command": "echo hello > limit.txt"}'}}
+    return {
+        "messages": [{"role": "system", "content": "You are a helpful assistant that can interact with a computer."},
+                     {"role": "user", "content": "Please solve this issue: create limit.txt containing hello."},
+                     {"role": "assistant", "content": None, "tool_calls": [call]}],
+        "tools": [{"type": "function", "function": {
+            "name": "bash", "description": "Execute a bash command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}],
+    }
+
+
+def test_a_tool_call_is_trained_as_the_gateway_serves_and_parses_it_on_a_template_without_tools() -> None:
+    from agentbolt.engines.chat_template import ChatTemplate
+
+    tok = smollm2_tokenizer()  # its template ignores tools: the gateway describes them and writes calls itself
+    record = bash_record()
+    served = ChatTemplate(tok)
+    sample = encode_record(record, tok)
+    first = next(i for i, label in enumerate(sample.labels) if label != IGNORE_INDEX)
+    # the context is the prompt the gateway sends the engine for this request (tools described in it)
+    request = {"messages": record["messages"][:-1], "tools": record["tools"]}
+    assert sample.input_ids[:first] == served.prompt_ids(request, served.tool_mode(request))
+    assert "<tools>" in tok.decode(sample.input_ids[:first])
+    # the answer learned is the call in the gateway's format, which its parser reads back as that call
+    [answer] = trained_spans(tok, sample.input_ids, sample.labels)
+    assert answer.endswith("<|im_end|>")
+    parsed = served.parser.parse(answer.removesuffix("<|im_end|>"))
+    assert [(c.name, c.arguments) for c in parsed.calls] == [("bash", '{"command": "echo hello > limit.txt"}')]
