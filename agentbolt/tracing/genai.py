@@ -163,8 +163,16 @@ def _is_raw_response(response: Mapping[str, Any]) -> bool:
 
 
 # ----------------------------------------------------------------------------- flattened
+_CONNECTION_KEYS = frozenset({"api_base", "base_url"})
+"""Client settings a framework lists among its call's parameters (DSPy's ``dspy.LM``):
+where the request went, not part of it."""
+
+
 def _flattened_request(attributes: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
-    request: dict[str, Any] = {k: v for k, v in params.items() if k not in SECRET_KEYS}
+    # a parameter left unset (None, as DSPy lists them) is not sent
+    request: dict[str, Any] = {
+        k: v for k, v in params.items() if k not in SECRET_KEYS and k not in _CONNECTION_KEYS and v is not None
+    }
     if attributes.get(semconv.OI_MODEL_NAME) and "model" not in request:
         request["model"] = attributes[semconv.OI_MODEL_NAME]
     messages = [_message(m.get("message", {})) for m in _unflatten(attributes, semconv.OI_INPUT_MESSAGES)]

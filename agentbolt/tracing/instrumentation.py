@@ -1,7 +1,7 @@
 """Auto-instrumentation of the model clients and agent frameworks people use.
 
 agentbolt switches on the OpenInference instrumentors (``openinference-instrumentation-openai``,
-``-anthropic``, ``-langchain``, ``-litellm``, ``-openai-agents``, ``-autogen-agentchat``, ``-crewai``),
+``-anthropic``, ``-langchain``, ``-litellm``, ``-openai-agents``, ``-autogen-agentchat``, ``-crewai``, ``-dspy``),
 bound to agentbolt's process-wide TracerProvider, so their spans reach the rollout
 they belong to. Each is switched on once per process, when its library is imported —
 right away if it already is — so a library that is installed but unused costs no
@@ -49,6 +49,7 @@ LIBRARIES: tuple[_Library, ...] = (
     _Library("agents", "openinference.instrumentation.openai_agents:OpenAIAgentsInstrumentor"),
     _Library("autogen_agentchat", "openinference.instrumentation.autogen_agentchat:AutogenAgentChatInstrumentor"),
     _Library("crewai", "openinference.instrumentation.crewai:CrewAIInstrumentor"),
+    _Library("dspy", "openinference.instrumentation.dspy:DSPyInstrumentor"),
 )
 """What agentbolt instruments when installed: the ``openai`` client (sync, async, chat
 completions, completions, responses, streaming, tool calls), the ``anthropic`` client
@@ -57,7 +58,9 @@ completions, completions, responses, streaming, tool calls), the ``anthropic`` c
 agent of each model call: the OpenAI Agents SDK (``agents``, package
 ``openinference-instrumentation-openai-agents``), AutoGen AgentChat
 (``openinference-instrumentation-autogen-agentchat``) and CrewAI
-(``openinference-instrumentation-crewai``). The OpenAI Agents SDK's instrumentor replaces
+(``openinference-instrumentation-crewai``); and DSPy (``openinference-instrumentation-dspy``:
+a span per ``dspy.LM`` call with its messages, since DSPy 3.4 sends the request through
+an HTTP transport of its own that no client instrumentor sees). The OpenAI Agents SDK's instrumentor replaces
 the SDK's default trace processors (which upload traces to OpenAI) with its own."""
 
 _lock = threading.Lock()
