@@ -31,11 +31,14 @@ class LightningStoreStatistics(TypedDict, total=False):
 def window(items: list[Any], sort_by: str | None, sort_order: str, limit: int, offset: int) -> list[Any]:
     """v0.3's sorting and ``offset``/``limit`` (``-1``: no limit) on a full result."""
     if sort_by:
-        # third-party: v0.3's sort_by names a field of the v0.3 caller's choice
-        items = sorted(items, key=lambda x: (getattr(x, sort_by, None) is None, getattr(x, sort_by, None)),
-                       reverse=sort_order == "desc")
+        items = sorted(items, key=lambda x: _sort_key(x, sort_by), reverse=sort_order == "desc")
     items = items[offset:] if offset > 0 else items
     return items if limit is None or limit < 0 else items[:limit]
+
+
+def _sort_key(item: Any, field: str) -> tuple[bool, Any]:
+    value = getattr(item, field, None)  # third-party: v0.3's sort_by names a field of the caller's choice
+    return value is None, value
 
 
 def combine(tests: list[Callable[[Any], bool]], logic: Literal["and", "or"]) -> Callable[[Any], bool]:

@@ -48,8 +48,7 @@ class V03ModuleFinder(MetaPathFinder, Loader):
             module.__doc__ += f" Not provided: {spec.reason}."
         if spec.reason is None:
             module.__all__ = [n for n in names if unsupported_reason(key, n) is None]  # type: ignore[attr-defined]
-        # third-party: v0.3's names, resolved on first use
-        setattr(module, "__getattr__", module_getattr(module.__name__))  # noqa: B010 - a module attribute
+        setattr(module, "__getattr__", module_getattr(module.__name__))  # noqa: B010 - third-party: v0.3 names, lazily
         if module.__spec__ is not None and module.__spec__.submodule_search_locations is not None:
             module.__path__ = []  # a package: its children come from this finder too
 

@@ -123,8 +123,11 @@ def map_arguments(ours: dict[str, Any], v03: dict[str, Any]) -> dict[str, Any]:
     adapter = v03.get("adapter") or v03.get("triplet_exporter")
     llm_proxy = v03.get("llm_proxy")
     out["algorithm"] = _algorithm(out.get("algorithm"), out.get("resources"), adapter, llm_proxy)
-    if llm_proxy is not None and hasattr(llm_proxy, "gateway_spec") and out.get("gateway") is None:
-        out["gateway"] = llm_proxy.gateway_spec()
+    if llm_proxy is not None and out.get("gateway") is None:
+        from agentbolt.compat.llm_proxy import LLMProxy
+
+        if isinstance(llm_proxy, LLMProxy):  # agentbolt's LLMProxy says which gateway it stands for
+            out["gateway"] = llm_proxy.gateway_spec()
     ignored = sorted(
         k for k in ("max_rollouts", "max_tasks", "port", "daemon", "dev") if v03.get(k) not in (None, False)
     )
@@ -150,8 +153,7 @@ def _runner_and_hooks(runner: Any, hooks: Any) -> tuple[Any, Any]:
 
     if runner is None or isinstance(runner, Runner):
         return runner, hooks
-    # third-party: a v0.3 runner (Agent Lightning's or compat's) keeps its hooks in _hooks
-    extra = list(getattr(runner, "_hooks", ()) or ())
+    extra = list(getattr(runner, "_hooks", ()) or ())  # third-party: a v0.3 runner keeps its hooks in _hooks
     if not extra:
         return None, hooks
     return None, _hook_list(hooks) + extra
@@ -187,8 +189,8 @@ def _algorithm(algorithm: Any, resources: dict[str, Any] | None, adapter: Any, l
     if isinstance(algorithm, Algorithm):
         _name_the_prompt(algorithm, resources)
         return algorithm
-    # third-party: a v0.3 object (Agent Lightning's or ours)
-    if callable(getattr(algorithm, "run", None)) and callable(getattr(algorithm, "set_store", None)):
+    run, set_store = getattr(algorithm, "run", None), getattr(algorithm, "set_store", None)  # third-party: v0.3's
+    if callable(run) and callable(set_store):
         from agentbolt.compat.algorithm.base import V03Algorithm
 
         return V03Algorithm(algorithm, initial_resources=resources, adapter=adapter, llm_proxy=llm_proxy)

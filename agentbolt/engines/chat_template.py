@@ -120,8 +120,7 @@ class ChatTemplate:
     :data:`agentbolt.engines.tools.PARSERS`; default: read from the template)."""
 
     def __init__(self, tokenizer: Any, parser: str | None = None) -> None:
-        # third-party: a transformers tokenizer: older ones have no chat_template
-        template = getattr(tokenizer, "chat_template", None)
+        template = getattr(tokenizer, "chat_template", None)  # third-party: a tokenizer may have no template
         if not template:
             raise ValueError("the tokenizer has no chat template; set tokenizer.chat_template "
                              "(e.g. agentbolt.models.CHATML_TEMPLATE) before serving chat completions")

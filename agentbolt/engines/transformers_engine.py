@@ -115,22 +115,21 @@ class TransformersEngine(Engine):
         self.tokenizer = tokenizer
         self.chat = TokenChat(self, tokenizer, tool_parser)  # raises for a tokenizer without a chat template
         self.tool_parser = self.chat.template.parser_name
-        # third-party: a transformers model's config: fields vary by model
-        self.model_name = model_name or getattr(model.config, "_name_or_path", None) or "local-model"
+        path = getattr(model.config, "_name_or_path", None)  # third-party: transformers configs vary
+        self.model_name = model_name or path or "local-model"
         if default_max_tokens is not None and default_max_tokens < 1:
             raise ValueError(f"default_max_tokens must be >= 1 (or None: what the context leaves), got "
                              f"{default_max_tokens}")
         self.default_max_tokens = default_max_tokens
-        # third-party: a transformers model's config: fields vary by model
-        window = int(getattr(model.config, "max_position_embeddings", 2048))
+        window = int(getattr(model.config, "max_position_embeddings", 2048))  # third-party: transformers configs vary
         if context_length is not None and not 1 < context_length <= window:
             raise ValueError(f"context_length must be in [2, {window}] (the model's max_position_embeddings), got "
                              f"{context_length}")
         self.max_model_len = context_length or window
         self.context_length = self.max_model_len
         eos: set[int] = set()
-        # third-party: a transformers model's config: fields vary by model
-        for source in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        eos_id = getattr(model.generation_config, "eos_token_id", None)  # third-party: transformers configs vary
+        for source in (eos_id, tokenizer.eos_token_id):
             if isinstance(source, int):
                 eos.add(source)
             elif source:

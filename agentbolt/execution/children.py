@@ -109,8 +109,7 @@ def check_transferable(spec: RunnerSpec) -> None:
                 "top level of a module (not a lambda or a closure), or pass it as a 'module:object' string; "
                 "objects holding open clients must create them inside the agent. Or use strategy='inprocess'."
             ) from err
-        # third-party: the user's objects and __main__ module
-        if _defined_in_main(obj) and not getattr(main, "__file__", None):
+        if _defined_in_main(obj) and not getattr(main, "__file__", None):  # third-party: the user's objects, __main__
             raise TypeError(
                 f"the {what} is defined in an interactive session (__main__ has no file), so runner processes "
                 "cannot import it: move it into a module, or use strategy='inprocess'"
@@ -119,8 +118,8 @@ def check_transferable(spec: RunnerSpec) -> None:
 
 def _defined_in_main(obj: Any) -> bool:
     items = obj if isinstance(obj, (list, tuple)) else [obj]
-    # third-party: the user's objects and __main__ module
-    return any(getattr(o, "__module__", None) == "__main__" or type(o).__module__ == "__main__" for o in items)
+    modules = [getattr(o, "__module__", None) for o in items]  # third-party: the user's objects, any kind
+    return "__main__" in modules or any(type(o).__module__ == "__main__" for o in items)
 
 
 # --------------------------------------------------------------------------- server

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
@@ -171,14 +171,20 @@ def training_samples(spans: list[Span], adapter: Any = None) -> tuple[list[Any] 
     return samples, None
 
 
+@runtime_checkable
+class _ShownAsDict(Protocol):
+    """A sample that says how it is shown (:class:`~agentbolt.adapters.Sample`; a user's adapter's may too)."""
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
 def _sample_view(sample: Any) -> Text:
-    if hasattr(sample, "as_dict"):
+    if isinstance(sample, _ShownAsDict):
         data = sample.as_dict()
-    elif hasattr(sample, "model_dump"):
+    elif hasattr(sample, "model_dump"):  # a pydantic model (Triplet, or a user's)
         data = sample.model_dump()
     else:
-        # third-party: any adapter's sample: a dataclass or any object
-        data = sample if isinstance(sample, dict) else getattr(sample, "__dict__", sample)
+        data = sample if isinstance(sample, dict) else getattr(sample, "__dict__", sample)  # third-party: any object
     if not isinstance(data, dict):
         return Text(_preview(data, 200))
     text = Text()

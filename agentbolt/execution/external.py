@@ -48,10 +48,8 @@ def runner_command(url: str, token: str | None, agent: Any, concurrency: int) ->
     if isinstance(agent, LitAgent):
         agent = type(agent)  # runners instantiate a LitAgent class themselves
     ref = agent if isinstance(agent, str) else reference_of(agent)
-    # third-party: the user's agent and __main__ module
-    if ref is None and getattr(agent, "__module__", None) == "__main__":
-        # third-party: the user's agent and __main__ module
-        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    if ref is None and getattr(agent, "__module__", None) == "__main__":  # third-party: the user's agent, __main__
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)  # third-party: the user's agent, __main__
         name = getattr(agent, "__qualname__", None)  # third-party: the user's agent and __main__ module
         if main_file and name and "<" not in name:
             ref = f"{Path(main_file).name}:{name}"

@@ -74,8 +74,7 @@ class RolloutFunction:
         if not callable(fn):
             raise TypeError(f"@agentbolt.rollout decorates a function, got {type(fn).__name__}")
         self.fn = fn
-        # third-party: the user's agent, any function, class or object
-        self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
+        self.name = name or _name_of(fn)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -147,15 +146,19 @@ class LitAgent(Generic[T_task]):
 
 _TRAIN_METHODS = LITAGENT_TRAINING_METHODS  # agentbolt's name and Agent Lightning's (agentbolt.aliases)
 _VALIDATION_METHODS = LITAGENT_VALIDATION_METHODS
+_DEFAULTS: dict[str, Callable[..., Any]] = {
+    "training_rollout": LitAgent.training_rollout,
+    "validation_rollout": LitAgent.validation_rollout,
+}
+"""LitAgent's own entry points: a subclass that keeps one has not defined it."""
 
 
-def _defined(cls: type, names: tuple[str, ...]) -> str | None:
-    """The first of ``names`` that ``cls`` defines itself (not LitAgent's default)."""
+def _entry_point(agent: LitAgent[Any], names: tuple[str, ...]) -> EntryPoint | None:
+    """The first of ``names`` that the agent's class defines itself (not LitAgent's default)."""
     for name in names:
-        method = getattr(cls, name, None)  # third-party: the user's agent, any function, class or object
-        # third-party: the user's agent, any function, class or object
-        if method is not None and method is not getattr(LitAgent, name, None):
-            return name
+        method = getattr(type(agent), name, None)  # third-party: the user's LitAgent subclass
+        if method is not None and method is not _DEFAULTS.get(name):
+            return EntryPoint.of(getattr(agent, name))  # third-party: the user's LitAgent subclass
     return None
 
 
@@ -295,14 +298,16 @@ def _is_rollout_annotation(annotation: Any) -> bool:
 def _is_async_callable(fn: Any) -> bool:
     if inspect.iscoroutinefunction(fn):
         return True
-    # third-party: the user's agent, any function, class or object
-    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with an async __call__
+    call = getattr(fn, "__call__", None)  # noqa: B004 - third-party: a user's object with an async __call__
     return call is not None and inspect.iscoroutinefunction(call)
 
 
 def _describe(fn: Any) -> str:
-    # third-party: the user's agent, any function, class or object
-    return repr(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
+    return repr(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)  # third-party: any callable
+
+
+def _name_of(fn: Any) -> str:
+    return getattr(fn, "__name__", None) or type(fn).__name__  # third-party: the user's agent, any callable
 
 
 # ----------------------------------------------------------------------------- adapter
@@ -340,23 +345,18 @@ def as_agent(obj: Any) -> AgentAdapter:
         obj = obj()
     if isinstance(obj, LitAgent):
         cls = type(obj)
-        train_name = _defined(cls, _TRAIN_METHODS)
-        if train_name is None:
+        train = _entry_point(obj, _TRAIN_METHODS)
+        if train is None:
             raise TypeError(
                 f"{cls.__name__} is a LitAgent without an entry point: define training_rollout(self, task, ...) "
                 "(or rollout / rollout_async, Agent Lightning's names)"
             )
-        train = EntryPoint.of(getattr(obj, train_name))  # third-party: the user's agent, any function, class or object
-        validation_name = _defined(cls, _VALIDATION_METHODS)
-        # third-party: the user's agent, any function, class or object
-        validation = EntryPoint.of(getattr(obj, validation_name)) if validation_name else None
+        validation = _entry_point(obj, _VALIDATION_METHODS)
         return AgentAdapter(source if isinstance(source, str) else obj, obj.name or cls.__name__, train, validation)
     if isinstance(obj, RolloutFunction):
         return AgentAdapter(source, obj.name, EntryPoint.of(obj.fn))
     if callable(obj) and not isinstance(obj, type):
-        # third-party: the user's agent, any function, class or object
-        name = getattr(obj, "__name__", None) or type(obj).__name__
-        return AgentAdapter(source, name, EntryPoint.of(obj))
+        return AgentAdapter(source, _name_of(obj), EntryPoint.of(obj))
     raise TypeError(
         f"cannot use {obj!r} as an agent: pass a function decorated with @agentbolt.rollout, a plain "
         "function fn(task) or fn(rollout), a LitAgent subclass or instance, or a 'module:object' reference"

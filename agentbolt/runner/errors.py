@@ -43,8 +43,7 @@ class RetryableError(Exception):
 def is_retryable(exc: BaseException) -> bool | None:
     """True for failures worth another try, False when the exception says no, None
     when nothing is known (the rollout's ``retry_on`` decides)."""
-    # third-party: any exception (the agent's, a client library's) may say if it is retryable
-    flag = getattr(exc, "retryable", None)
+    flag = getattr(exc, "retryable", None)  # third-party: any exception may say if it is retryable
     if isinstance(flag, bool):
         return flag
     if isinstance(exc, (ConnectionError, TimeoutError, StoreUnavailableError)):
@@ -58,8 +57,8 @@ def is_retryable(exc: BaseException) -> bool | None:
 def error_info(exc: BaseException) -> ErrorInfo:
     """The record of ``exc`` kept on the failed attempt: type, message, traceback."""
     cls = type(exc)
-    # third-party: the builtins module, by the class's name
-    name = cls.__qualname__ if getattr(builtins, cls.__name__, None) is cls else f"{cls.__module__}.{cls.__qualname__}"
+    builtin = getattr(builtins, cls.__name__, None) is cls  # third-party: the builtins module, by the class's name
+    name = cls.__qualname__ if builtin else f"{cls.__module__}.{cls.__qualname__}"
     return ErrorInfo(
         type=name[:500],
         message=str(exc)[:100_000],

@@ -60,6 +60,15 @@ class Hooks:
         attempt's spans."""
 
 
+_BASE_METHODS: dict[str, Callable[..., Any]] = {
+    "on_rollout_start": Hooks.on_rollout_start,
+    "on_trace_start": Hooks.on_trace_start,
+    "on_trace_end": Hooks.on_trace_end,
+    "on_rollout_end": Hooks.on_rollout_end,
+}
+""":class:`Hooks`' do-nothing methods by name: a subclass that keeps one is not called for it."""
+
+
 @dataclass(frozen=True)
 class _Call:
     fn: Callable[..., Any]
@@ -83,7 +92,7 @@ class HookSet:
         self._calls: dict[str, list[_Call]] = {name: [] for name in HOOK_NAMES}
         for hook in self.hooks:
             for name in HOOK_NAMES:
-                fn = getattr(hook, name, None)  # third-party: the user's hook object or function, any class
+                fn = getattr(hook, name, None)  # third-party: the user's hook, any object or function
                 if fn is None or _is_base_noop(fn, name):
                     continue
                 if not callable(fn):
@@ -118,9 +127,8 @@ class HookSet:
 def _is_base_noop(fn: Any, name: str) -> bool:
     """A base class's do-nothing method (ours, or one marked ``__agentbolt_noop__`` such
     as those of Agent Lightning's ``Hook`` in :mod:`agentbolt.compat`): not called."""
-    func = getattr(fn, "__func__", None)  # third-party: the user's hook object or function, any class
-    # third-party: the user's hook object or function, any class
-    return func is getattr(Hooks, name) or getattr(func, "__agentbolt_noop__", False)
+    func = getattr(fn, "__func__", None)  # third-party: the user's hook, any object or function
+    return func is _BASE_METHODS[name] or getattr(func, "__agentbolt_noop__", False)  # third-party: as above
 
 
 def _plan(fn: Callable[..., Any], name: str) -> _Call:
@@ -142,9 +150,9 @@ def _plan(fn: Callable[..., Any], name: str) -> _Call:
             plan.append((p.name, p.name, p.kind is p.POSITIONAL_ONLY))
         elif p.default is p.empty:
             if p.kind is p.KEYWORD_ONLY or not unclaimed:
+                shown = getattr(fn, "__qualname__", fn)  # third-party: the user's hook, any callable
                 raise TypeError(
-                    # third-party: the user's hook object or function, any class
-                    f"hook {getattr(fn, '__qualname__', fn)} has a parameter {p.name!r} that agentbolt does not "
+                    f"hook {shown} has a parameter {p.name!r} that agentbolt does not "
                     f"pass; {name} receives {', '.join(available)}"
                 )
             plan.append((p.name, unclaimed.pop(0), p.kind is p.POSITIONAL_ONLY))

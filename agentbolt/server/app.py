@@ -158,8 +158,7 @@ class MetricsMiddleware:
         self._templates: dict[str, str] = {}
 
     def _template(self, scope: Scope) -> str:
-        # third-party: Starlette's route objects: only some kinds have a path
-        path = getattr(scope.get("route"), "path", None)
+        path = getattr(scope.get("route"), "path", None)  # third-party: Starlette's routes vary
         if path is None:
             return "unmatched"
         template = self._templates.get(path)

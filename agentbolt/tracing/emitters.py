@@ -381,8 +381,8 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
 
 
 def _qualname(fn: Callable[..., Any]) -> str:
-    # third-party: any callable the user passes
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)  # third-party: any callable
+    return name or type(fn).__name__
 
 
 # ----------------------------------------------------------------------------- values

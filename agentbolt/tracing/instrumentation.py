@@ -111,8 +111,8 @@ def _hook_for(lib: _Library) -> Callable[[ModuleType], None]:
             _done.add(lib.name)
         module_name, cls_name = lib.instrumentor.split(":")
         try:
-            # third-party: an OpenTelemetry instrumentor class named by the table
-            instrumentor = getattr(importlib.import_module(module_name), cls_name)()
+            cls = getattr(importlib.import_module(module_name), cls_name)  # third-party: an instrumentor, by name
+            instrumentor = cls()
             kwargs: dict[str, object] = {"tracer_provider": shared_provider()}
             if lib.trace_config:
                 from openinference.instrumentation import TraceConfig

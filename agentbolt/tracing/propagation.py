@@ -157,8 +157,7 @@ def _langgraph_node() -> str | None:
     config_module = sys.modules.get("langchain_core.runnables.config")
     if config_module is None:
         return None
-    # third-party: LangChain's config module: not in every version
-    var = getattr(config_module, "var_child_runnable_config", None)
+    var = getattr(config_module, "var_child_runnable_config", None)  # third-party: LangChain's module varies by version
     config = var.get() if var is not None else None
     metadata = config.get("metadata") if isinstance(config, dict) else None
     node = metadata.get("langgraph_node") if isinstance(metadata, dict) else None

@@ -91,12 +91,12 @@ def _blocks(model: Any) -> list[torch.nn.Module]:
     """The transformer blocks: the modules of the classes the model names as not to be
     split (``_no_split_modules``), else the entries of its ``layers`` list."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    names = set(getattr(base, "_no_split_modules", None) or ())
+    names = set(getattr(base, "_no_split_modules", None) or ())  # third-party: models' internals vary
     blocks = [m for m in model.modules() if type(m).__name__ in names]
     if blocks:
         return blocks
     for module in model.modules():
-        layers = getattr(module, "layers", None)
+        layers = getattr(module, "layers", None)  # third-party: models' internals vary
         if isinstance(layers, torch.nn.ModuleList):
             return list(layers)
     raise ValueError(f"FSDP: found no transformer blocks in {type(base).__name__} to shard")

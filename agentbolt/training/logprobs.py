@@ -129,8 +129,7 @@ def _prefixed_forward(module: Any, input_ids: Tensor, attention_mask: Tensor, P:
     first = torch.full((G,), N, dtype=torch.long, device=group.device).scatter_reduce(
         0, group, torch.arange(N, device=group.device), reduce="amin")
     head = module(input_ids=input_ids[first, :P], attention_mask=attention_mask[first, :P], use_cache=True)
-    # third-party: a transformers model's internals: they vary by model and version
-    cache = getattr(head, "cache", None) or head.past_key_values
+    cache = getattr(head, "cache", None) or head.past_key_values  # third-party: models' internals vary
     cache.batch_select_indices(group)  # row n continues from its group's keys/values
     kw = {_cache_argument(module): cache}  # `cache` since transformers 5.x, `past_key_values` before
     return module(input_ids=input_ids[:, P:], attention_mask=attention_mask, use_cache=True, **kw)
@@ -173,14 +172,11 @@ def split_head(model: Any) -> tuple[Any, Any] | None:
     (a peft model: its base model's, adapters included), or None when the logits are more
     than that (soft-capped, scaled) or the model does not say."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    # third-party: a transformers model's internals: they vary by model and version
-    backbone = getattr(base, getattr(base, "base_model_prefix", ""), None)
+    backbone = getattr(base, getattr(base, "base_model_prefix", ""), None)  # third-party: models' internals vary
     head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
-    # third-party: a transformers model's internals: they vary by model and version
-    config = getattr(base, "config", None)
-    # third-party: a transformers model's internals: they vary by model and version
-    scaled = any(getattr(config, k, None) not in (None, 1.0) for k in ("final_logit_softcapping", "logit_scale",
-                                                                         "logits_scaling"))
+    config = getattr(base, "config", None)  # third-party: models' internals vary
+    scales = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+    scaled = any(getattr(config, k, None) not in (None, 1.0) for k in scales)  # third-party: models' internals vary
     if backbone is None or backbone is base or head is None or scaled:
         return None
     return backbone, head
@@ -192,8 +188,10 @@ def prefix_sharing_ok(model: Any) -> bool:
     cache (a replayed layer would append to it twice) — so that forward runs whole."""
     if not (model.training and torch.is_grad_enabled()):
         return True
-    # third-party: a transformers model's internals: they vary by model and version
-    return not any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
+    for module in model.modules():
+        if getattr(module, "gradient_checkpointing", False) is True:  # third-party: models' internals vary
+            return False
+    return True
 
 
 def _cache_argument(model: Any) -> str:

@@ -228,8 +228,7 @@ class Policy:
             from peft import set_peft_model_state_dict
 
             result = set_peft_model_state_dict(self.model, state)
-            # third-party: a transformers/peft model, tokenizer or load result: fields vary
-            unexpected = getattr(result, "unexpected_keys", None)
+            unexpected = getattr(result, "unexpected_keys", None)  # third-party: transformers/peft objects vary
             if unexpected:
                 raise ValueError(f"checkpoint has {len(unexpected)} keys this adapter lacks (e.g. {unexpected[:2]})")
         else:
@@ -302,10 +301,10 @@ def _with_lora(model: Any, lora: LoraSettings) -> Any:
 
 
 def _pad_id(model: Any, tokenizer: Any) -> int:
-    # third-party: a transformers/peft model, tokenizer or load result: fields vary
-    for source in (getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "eos_token_id", None),
-                   # third-party: a transformers/peft model, tokenizer or load result: fields vary
-                   getattr(getattr(model, "config", None), "pad_token_id", None)):
+    pad = getattr(tokenizer, "pad_token_id", None)  # third-party: transformers/peft objects vary
+    eos = getattr(tokenizer, "eos_token_id", None)  # third-party: transformers/peft objects vary
+    config = getattr(model, "config", None)  # third-party: transformers/peft objects vary
+    for source in (pad, eos, getattr(config, "pad_token_id", None)):  # third-party: transformers/peft objects vary
         if isinstance(source, int):
             return source
     return 0

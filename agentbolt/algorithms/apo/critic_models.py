@@ -10,6 +10,7 @@ from agentbolt.algorithms.apo.textual_gradient import (
     ChatModel,
     EngineChatModel,
     HttpChatModel,
+    SupportsChat,
 )
 from agentbolt.algorithms.base import AlgorithmContext
 from agentbolt.types import LLM
@@ -19,8 +20,7 @@ __all__ = ["chat_model_for", "check_model_spec"]
 
 def check_model_spec(spec: Any, name: str) -> Any:
     """``spec`` if it names a model APO can talk to, else an :class:`APOError` saying what would."""
-    # third-party: the user's own chat model, duck-typed (it need not subclass anything of ours)
-    if isinstance(spec, LLM) or spec == "gateway" or callable(getattr(spec, "chat", None)):
+    if isinstance(spec, LLM) or spec == "gateway" or (isinstance(spec, SupportsChat) and callable(spec.chat)):
         return spec
     raise APOError(f"{name} must be an agentbolt.LLM(endpoint=..., model=..., api_key=...), 'gateway' (the run's "
                    f"own engine) or an object with an async chat(messages, ...) method; got {spec!r}")

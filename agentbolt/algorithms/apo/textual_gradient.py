@@ -20,7 +20,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import httpx
 import orjson
@@ -47,6 +47,7 @@ __all__ = [
     "EditOutcome",
     "EngineChatModel",
     "HttpChatModel",
+    "SupportsChat",
     "TextualGradient",
     "parse_template",
     "render_trace",
@@ -224,11 +225,16 @@ class ChatCallError(RuntimeError):
         self.status_code = status_code
 
 
-class ChatModel(Protocol):
-    """What the critic and the editor are: messages in, the answer's text out."""
+@runtime_checkable
+class SupportsChat(Protocol):
+    """Messages in, the answer's text out: all a user's own critic or editor needs."""
 
     async def chat(self, messages: list[dict[str, str]], *, temperature: float | None,
                    max_tokens: int | None) -> str: ...
+
+
+class ChatModel(SupportsChat, Protocol):
+    """What the critic and the editor are: a :class:`SupportsChat` that is closed when the run made it."""
 
     async def aclose(self) -> None: ...
 

@@ -80,8 +80,8 @@ class ChatData:
 
 
 def _template_name(tokenizer: Any) -> str:
-    # third-party: a transformers tokenizer: fields vary by tokenizer
-    return f"the chat template of {getattr(tokenizer, 'name_or_path', None) or type(tokenizer).__name__!r}"
+    name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__  # third-party: tokenizers vary by model
+    return f"the chat template of {name!r}"
 
 
 def _clean(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -92,10 +92,9 @@ def _clean(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _end_of_turn_ids(tokenizer: Any) -> set[int]:
-    # third-party: a transformers tokenizer: fields vary by tokenizer
-    ids = {tokenizer.eos_token_id} if isinstance(getattr(tokenizer, "eos_token_id", None), int) else set()
-    # third-party: a transformers tokenizer: fields vary by tokenizer
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    eos = getattr(tokenizer, "eos_token_id", None)  # third-party: tokenizers vary by model
+    ids = {eos} if isinstance(eos, int) else set()
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])  # third-party: tokenizers vary by model
     for token in _END_OF_TURN:
         tid = tokenizer.convert_tokens_to_ids(token)
         if isinstance(tid, int) and tid in special:
@@ -107,8 +106,7 @@ class _Renderer:
     """Token ids of a conversation as the gateway renders it (tools and calls included)."""
 
     def __init__(self, tokenizer: Any, tools: Any, tool_parser: str | None = None) -> None:
-        # third-party: a transformers tokenizer: fields vary by tokenizer
-        if not getattr(tokenizer, "chat_template", None):
+        if not getattr(tokenizer, "chat_template", None):  # third-party: tokenizers vary by model
             raise ChatTemplateError(
                 f"{_template_name(tokenizer)} is missing: SFT renders records with the model's chat template; "
                 "set tokenizer.chat_template (the serving engine needs it too)"

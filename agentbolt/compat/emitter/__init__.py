@@ -55,8 +55,11 @@ _AGENTOPS_OUTPUTS = ("agentops.task.output", "agentops.entity.output")
 
 
 def _attributes(span: Any) -> Mapping[str, Any]:
-    # third-party: v0.3 code passes agentbolt or OpenTelemetry spans alike
-    return getattr(span, "attributes", None) or {}
+    return getattr(span, "attributes", None) or {}  # third-party: v0.3 code passes OpenTelemetry spans too
+
+
+def _name(span: Any) -> str | None:
+    return getattr(span, "name", None)  # third-party: v0.3 code passes OpenTelemetry spans too
 
 
 def _number(value: Any) -> float | None:
@@ -68,8 +71,7 @@ def _number(value: Any) -> float | None:
 def get_rewards_from_span(span: Any) -> list[RewardPydanticModel]:
     """Every reward a span carries, the primary one first; ``[]`` for other spans."""
     attrs = _attributes(span)
-    # third-party: v0.3 code passes agentbolt or OpenTelemetry spans alike
-    if getattr(span, "name", None) == semconv.REWARD_SPAN:
+    if _name(span) == semconv.REWARD_SPAN:
         primary = attrs.get(semconv.REWARD_PRIMARY, "reward")
         named = {
             key[len(semconv.REWARD_PREFIX) :]: v
@@ -136,8 +138,7 @@ def find_final_reward(spans: Sequence[Any]) -> float | None:
 def get_message_value(span: Any) -> str | None:
     """The text of a message span (:func:`emit_message`; v0.3's ``agentlightning.message.body`` too)."""
     attrs = _attributes(span)
-    # third-party: v0.3 code passes agentbolt or OpenTelemetry spans alike
-    if getattr(span, "name", None) == MESSAGE_SPAN:
+    if _name(span) == MESSAGE_SPAN:
         return attrs.get(MESSAGE_CONTENT)
     body = attrs.get(semconv.AGL_MESSAGE_BODY)
     return body if isinstance(body, str) else None
@@ -146,8 +147,7 @@ def get_message_value(span: Any) -> str | None:
 def get_object_value(span: Any) -> Any:
     """The object an object span holds (:func:`emit_object`; v0.3's ``agentlightning.object.*`` too)."""
     attrs = _attributes(span)
-    # third-party: v0.3 code passes agentbolt or OpenTelemetry spans alike
-    raw = attrs.get(OBJECT_JSON) if getattr(span, "name", None) == OBJECT_SPAN else attrs.get(semconv.AGL_OBJECT_JSON)
+    raw = attrs.get(OBJECT_JSON) if _name(span) == OBJECT_SPAN else attrs.get(semconv.AGL_OBJECT_JSON)
     if isinstance(raw, str):
         try:
             return orjson.loads(raw)

@@ -171,8 +171,7 @@ class V03Hook:
 
     def __getattr__(self, name: str) -> Any:
         hook = self.__dict__.get("hook")
-        # third-party: the user's v0.3 hook object, any class
-        fn = getattr(hook, name, None) if name in HOOK_NAMES else None
+        fn = getattr(hook, name, None) if name in HOOK_NAMES else None  # third-party: the user's v0.3 hook, any class
         if fn is None or _is_base_noop(fn, name):
             raise AttributeError(name)
 

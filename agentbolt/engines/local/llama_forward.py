@@ -37,35 +37,28 @@ _STATIC_ROPE = {None, "default", "linear", "llama3", "yarn"}
 
 def unsupported_reason(model: Any) -> str | None:
     """Why ``model`` cannot run on :class:`RaggedLlama` (None when it can)."""
-    # third-party: a transformers model's modules and config, checked for a supported layout
-    config = getattr(model, "config", None)
-    # third-party: a transformers model's modules and config, checked for a supported layout
-    kind = getattr(config, "model_type", None)
+    config = getattr(model, "config", None)  # third-party: model layouts vary
+    kind = getattr(config, "model_type", None)  # third-party: model layouts vary
     if kind not in _FAMILIES:
         return f"model_type {kind!r} is not one of {sorted(_FAMILIES)}"
-    # third-party: a transformers model's modules and config, checked for a supported layout
-    inner = getattr(model, "model", None)
+    inner = getattr(model, "model", None)  # third-party: model layouts vary
     if inner is None or not hasattr(inner, "layers") or not hasattr(model, "lm_head"):
         return "not a <Family>ForCausalLM with .model.layers and .lm_head"
-    # third-party: a transformers model's modules and config, checked for a supported layout
-    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", kind == "mistral"):
+    windowed = getattr(config, "use_sliding_window", kind == "mistral")  # third-party: model layouts vary
+    if getattr(config, "sliding_window", None) and windowed:  # third-party: model layouts vary
         return "sliding-window attention"
-    # third-party: a transformers model's modules and config, checked for a supported layout
-    if any(t != "full_attention" for t in (getattr(config, "layer_types", None) or [])):
+    layer_types = getattr(config, "layer_types", None) or []  # third-party: model layouts vary
+    if any(t != "full_attention" for t in layer_types):
         return "layers other than full attention"
-    # third-party: a transformers model's modules and config, checked for a supported layout
-    rotary = getattr(inner, "rotary_emb", None)
-    # third-party: a transformers model's modules and config, checked for a supported layout
-    if rotary is None or getattr(rotary, "rope_type", None) not in _STATIC_ROPE:
-        # third-party: a transformers model's modules and config, checked for a supported layout
-        return f"rope type {getattr(rotary, 'rope_type', None)!r} (only position-independent tables are supported)"
+    rotary = getattr(inner, "rotary_emb", None)  # third-party: model layouts vary
+    rope = getattr(rotary, "rope_type", None)  # third-party: model layouts vary
+    if rotary is None or rope not in _STATIC_ROPE:
+        return f"rope type {rope!r} (only position-independent tables are supported)"
     for layer in inner.layers:
-        # third-party: a transformers model's modules and config, checked for a supported layout
-        attn = getattr(layer, "self_attn", None)
+        attn = getattr(layer, "self_attn", None)  # third-party: model layouts vary
         if attn is None or not all(hasattr(attn, p) for p in ("q_proj", "k_proj", "v_proj", "o_proj", "scaling")):
             return "attention without q/k/v/o projections"
-        # third-party: a transformers model's modules and config, checked for a supported layout
-        mlp = getattr(layer, "mlp", None)
+        mlp = getattr(layer, "mlp", None)  # third-party: model layouts vary
         if mlp is None or not all(hasattr(mlp, p) for p in ("gate_proj", "up_proj", "down_proj", "act_fn")):
             return "an MLP other than down(act(gate(x)) * up(x))"
     return None
@@ -123,8 +116,7 @@ class PackedLinears:
 
 def _norm(module: Any, x: torch.Tensor) -> torch.Tensor:
     """An RMSNorm as one fused op when it is the standard one (weight x x / rms), else the module."""
-    # third-party: a transformers model's modules and config, checked for a supported layout
-    eps = getattr(module, "variance_epsilon", None)
+    eps = getattr(module, "variance_epsilon", None)  # third-party: model layouts vary
     if eps is not None and type(module).__name__.endswith("RMSNorm") and x.dtype == torch.float32:
         return F.rms_norm(x, (x.shape[-1],), module.weight, eps)
     return module(x)
@@ -158,11 +150,11 @@ class RaggedLlama:
         self.layers = list(model.model.layers)
         config = model.config
         self.heads = int(config.num_attention_heads)
-        # third-party: a transformers model's modules and config, checked for a supported layout
-        self.kv_heads = int(getattr(config, "num_key_value_heads", None) or self.heads)
+        kv_heads = getattr(config, "num_key_value_heads", None)  # third-party: model layouts vary
+        self.kv_heads = int(kv_heads or self.heads)
         self.group = self.heads // self.kv_heads
-        # third-party: a transformers model's modules and config, checked for a supported layout
-        self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // self.heads)
+        head_dim = getattr(config, "head_dim", None)  # third-party: model layouts vary
+        self.head_dim = int(head_dim or config.hidden_size // self.heads)
         self.slots = slots
         self.max_len = max_len
         self.device = device

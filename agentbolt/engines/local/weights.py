@@ -63,8 +63,7 @@ def lora_from(lora: Any, scale: float | None) -> tuple[dict[str, torch.Tensor], 
     if hasattr(lora, "peft_config"):
         from peft import get_peft_model_state_dict
 
-        # third-party: a peft model: active_adapter is not on every version
-        name = getattr(lora, "active_adapter", "default")
+        name = getattr(lora, "active_adapter", "default")  # third-party: a peft model
         name = name[0] if isinstance(name, list) else name
         cfg = lora.peft_config[name]
         if scale is None:

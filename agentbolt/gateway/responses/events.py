@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from agentbolt.engines.sse import close_stream
 from agentbolt.gateway.responses.items import custom_input, function_call_item, new_id
 from agentbolt.gateway.responses.tools import ToolSet
 from agentbolt.gateway.responses.translate import response_object
@@ -98,9 +99,7 @@ class ResponsesStream:
                 self.on_done(self._message(), final)
             yield self._event(kind, response=final)
         finally:
-            close = getattr(chunks, "aclose", None)
-            if close is not None:
-                await close()
+            await close_stream(chunks)
 
     def _content(self, text: str | None) -> list[bytes]:
         if not text:

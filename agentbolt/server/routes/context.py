@@ -104,9 +104,8 @@ async def _caller(request: Request, _: Annotated[HTTPAuthorizationCredentials | 
 
 
 async def _admin_only(request: Request, caller: Annotated[Principal, Depends(_caller)]) -> None:
-    route = request.scope.get("route")
-    # third-party: Starlette's route objects: only some kinds have a path
-    caller.require_admin(f"{request.method} {getattr(route, 'path', request.url.path)}")
+    path = getattr(request.scope.get("route"), "path", request.url.path)  # third-party: Starlette's routes vary
+    caller.require_admin(f"{request.method} {path}")
 
 
 StoreDep = Annotated[Store, Depends(_store)]

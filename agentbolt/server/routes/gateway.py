@@ -52,7 +52,7 @@ _SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
 def gateway_of(request: Request) -> Gateway:
-    gateway: Gateway | None = getattr(request.app.state, "gateway", None)
+    gateway: Gateway | None = getattr(request.app.state, "gateway", None)  # third-party: Starlette's app.state
     if gateway is None:
         raise RuntimeError("no gateway on this app: create_app(store, gateway=Gateway(engine))")
     return gateway

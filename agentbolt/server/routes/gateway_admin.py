@@ -58,7 +58,7 @@ def _admin(request: Request, action: str) -> Gateway | Response:
         principal_of(request.scope).require_admin(action)
     except StoreError as exc:
         return openai_error_response(exc)
-    gateway: Gateway | None = getattr(request.app.state, "gateway", None)  # Starlette's State: set, or not
+    gateway: Gateway | None = getattr(request.app.state, "gateway", None)  # third-party: Starlette's app.state
     if gateway is None:
         return openai_error(404, _NO_GATEWAY, "invalid_request_error", "no_gateway")
     return gateway
@@ -123,7 +123,7 @@ async def flush(request: Request) -> Response:
 
 def _weights_lock(request: Request) -> asyncio.Lock:
     """One weight update at a time per server (a second one waits for the first)."""
-    lock: asyncio.Lock | None = getattr(request.app.state, "weights_lock", None)
+    lock: asyncio.Lock | None = getattr(request.app.state, "weights_lock", None)  # third-party: Starlette's app.state
     if lock is None:
         lock = request.app.state.weights_lock = asyncio.Lock()
     return lock
