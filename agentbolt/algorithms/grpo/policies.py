@@ -64,6 +64,16 @@ class PolicyRun:
     export_dir: Path | None = None
 
     @property
+    def policy(self) -> Any:
+        """Its weights (:class:`~agentbolt.training.policy.Policy`)."""
+        return self.learner.policy
+
+    @property
+    def update(self) -> Any:
+        """Its update (optimizer state): :class:`~.update.PolicyUpdate`."""
+        return self.learner.update
+
+    @property
     def version(self) -> int | None:
         """The policy version its engine serves now."""
         return self.learner.version
@@ -133,7 +143,7 @@ class GRPOPolicies(Algorithm):
                 for name, run in self.runs.items():
                     results[name].history.append(values)
                     if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
-                        await training.save(step, run.learner.policy, run.learner.update.state_dict(),
+                        await training.save(step, run.policy, run.update.state_dict(),
                                             {"policy_version": run.version, "scheduler": scheduler.state(),
                                              **run.learner.sync.state()}, of=name)
                 self.console.print(f"[bold]GRPO[/] step {step}: " + ", ".join(
@@ -142,7 +152,7 @@ class GRPOPolicies(Algorithm):
             if cfg.eval_after and ctx.val_dataset:
                 after = await training.evaluate(lambda: first.evaluate(ctx, "after training"), step, self._versions())
             for name, run in self.runs.items():
-                run.export_dir = await training.export(run.learner.policy, cfg.export_dir, of=name,
+                run.export_dir = await training.export(run.policy, cfg.export_dir, of=name,
                                                        version=run.version)
                 results[name].export_dir, results[name].steps = run.export_dir, step
                 results[name].policy_version, results[name].before, results[name].after = run.version, before, after
