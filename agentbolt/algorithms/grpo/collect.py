@@ -62,6 +62,11 @@ class StepRollouts:
         """How many rollouts the step has."""
         return sum(len(reads) for reads in self.groups.values())
 
+    @property
+    def rollout_ids(self) -> list[str]:
+        """Every rollout of the step, in group order."""
+        return [x.rollout.rollout_id for reads in self.groups.values() for x in reads]
+
 
 async def read_rollouts(store: Any, groups: Sequence[Group], failure_reward: float | None) -> StepRollouts:
     """Read ``groups``' finished rollouts: each one's group member and, unless it sits out

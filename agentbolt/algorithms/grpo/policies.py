@@ -135,10 +135,9 @@ class GRPOPolicies(Algorithm):
                 await control.flush()
                 await failed_steps.check(ctx.store, [r for g in groups for r in g.rollouts], step)
                 read = await first.read(ctx, groups)  # once for all policies
-                offered = [r.rollout_id for g in groups for r in g.rollouts]
                 values: dict[str, Any] = {}
                 for i, run in enumerate(self.runs.values()):
-                    values.update(await self._train(run, read, offered, with_batch_metrics=i == 0))
+                    values.update(await self._train(ctx, run, read, with_batch_metrics=i == 0))
                 await metrics.log(step, values)
                 for name, run in self.runs.items():
                     results[name].history.append(values)
@@ -199,13 +198,13 @@ class GRPOPolicies(Algorithm):
         self.console.print(f"[bold]GRPO[/] {name} ({grpo.config.agent_match}): {learner.sync.describe(learner.policy)}")
         return PolicyRun(name, grpo, learner)
 
-    async def _train(self, run: PolicyRun, read: StepRollouts, offered: list[str], *,
+    async def _train(self, ctx: AlgorithmContext, run: PolicyRun, read: StepRollouts, *,
                      with_batch_metrics: bool) -> dict[str, Any]:
         """One update of ``run``'s policy on its agents' samples of the step's rollouts
         (plus the batch's shared metrics — reward, success, rollouts — when asked)."""
         batch = run.grpo.batch(read)
         values: dict[str, Any] = batch.metrics(self.config.success_threshold) if with_batch_metrics else {}
-        trained = await run.grpo.train(run.learner, batch, offered=offered)
+        trained = await run.grpo.train(run.learner, batch, offered=read.rollout_ids)
         if not trained["samples/trained"]:
             log.info("policy %s: no sample with signal this step (no call of its agents, or equal rewards)", run.name)
         values.update({f"{run.name}/{key}": value for key, value in trained.items()})
