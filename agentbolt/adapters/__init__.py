@@ -10,11 +10,13 @@
 * :class:`MessagesAdapter` — OpenAI chat fine-tuning records (SFT); :func:`to_jsonl`.
 * ``agent_match`` (all three) — a regular expression on the agent name that picks which
   agents' calls become training data in a multi-agent system (:mod:`.match`).
-* :func:`extract_model_calls` — the parsed model calls underneath all three (:mod:`.calls`).
+* :func:`extract_model_calls` — the parsed model calls underneath all three (:mod:`.calls`);
+  :func:`parse_attempts` parses them once per attempt for readers that use them twice (:mod:`.attempts`).
 
 Reward policies are described in :mod:`.rewards`; ``docs/adapters.md`` has the whole story.
 """
 
+from agentbolt.adapters.attempts import AttemptCalls, parse_attempts
 from agentbolt.adapters.calls import ModelCall, extract_model_calls, is_model_call
 from agentbolt.adapters.lineage import BreakCause, Origin
 from agentbolt.adapters.match import AgentMatcher, agent_matcher
@@ -46,6 +48,7 @@ from agentbolt.adapters.triplets import (
 __all__ = [
     "REWARD_POLICIES",
     "AgentMatcher",
+    "AttemptCalls",
     "BreakCause",
     "ChatRecord",
     "MergeCounts",
@@ -69,6 +72,7 @@ __all__ = [
     "extract_model_calls",
     "final_reward",
     "is_model_call",
+    "parse_attempts",
     "require_token_ids",
     "to_jsonl",
 ]

@@ -54,7 +54,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbolt.adapters.calls import ModelCall, extract_model_calls, group_by_attempt
+from agentbolt.adapters.attempts import AttemptCalls, parse_attempts
+from agentbolt.adapters.calls import ModelCall
 from agentbolt.adapters.lineage import (
     BREAK_CAUSES,
     Branch,
@@ -66,7 +67,6 @@ from agentbolt.adapters.lineage import (
     subagent_name,
 )
 from agentbolt.adapters.match import AgentMatcher, agent_matcher
-from agentbolt.adapters.rewards import final_reward
 from agentbolt.adapters.triplets import MissingTokenIdsError
 from agentbolt.semconv import LLM_POLICY_VERSION
 from agentbolt.types import Span
@@ -221,8 +221,12 @@ class SampleAdapter:
     def adapt(self, spans: Iterable[Span]) -> list[RolloutSamples]:
         """One :class:`RolloutSamples` per attempt in ``spans`` (pass the attempts to
         train on, e.g. ``store.get_spans(rollout_id, "latest")``)."""
-        found = (build_samples(extract_model_calls(group), self.matcher, reward=final_reward(group))
-                 for group in group_by_attempt(spans))
+        return self.adapt_calls(parse_attempts(spans))
+
+    def adapt_calls(self, attempts: Iterable[AttemptCalls]) -> list[RolloutSamples]:
+        """:meth:`adapt` on calls already parsed (:func:`~.attempts.parse_attempts`): one
+        :class:`RolloutSamples` per attempt that made a call."""
+        found = (build_samples(attempt.calls, self.matcher, reward=attempt.reward) for attempt in attempts)
         return [f for f in found if f is not None]
 
     def __call__(self, spans: Iterable[Span]) -> list[Sample]:

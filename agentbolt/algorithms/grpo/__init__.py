@@ -1,6 +1,9 @@
 """GRPO for multi-call agents: :class:`GRPO` (the algorithm, :mod:`.algorithm`) and its parts.
 
-* :mod:`.policies` — :class:`GRPOPolicies`: several policies (one LoRA per agent) in one run.
+* :mod:`.policies` — :class:`GRPOPolicies`: several policies (one LoRA per agent) in one run,
+  composing :class:`GRPO`'s public step parts (``prepare``, ``read``, ``batch``, ``train``).
+* :mod:`.collect` — a step's rollouts read once (each rollout's spans parsed once) and one
+  policy's :class:`GRPOBatch` built from them.
 * the samples it trains on come from :class:`agentbolt.adapters.SampleAdapter` (exact
   token prefix, ``agent_match``); ``Sample`` and ``RolloutSamples`` are re-exported here.
 * :mod:`.advantages` — rollout-level group advantages; all-equal groups dropped.
@@ -30,7 +33,8 @@ from agentbolt.algorithms.grpo.advantages import (
     compute_advantages,
     group_advantages,
 )
-from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOResult, NoGatewayError
+from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOLearner, GRPOResult, NoGatewayError
+from agentbolt.algorithms.grpo.collect import GRPOBatch, StepRollouts
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.policies import GRPOPolicies
 from agentbolt.algorithms.grpo.staleness import StalenessSplit, policy_lag, split_stale
@@ -47,7 +51,9 @@ __all__ = [
     "GRPO",
     "POLICY_VERSION",
     "Advantages",
+    "GRPOBatch",
     "GRPOConfig",
+    "GRPOLearner",
     "GRPOLossOutput",
     "GRPOPolicies",
     "GRPOResult",
@@ -56,6 +62,7 @@ __all__ = [
     "RolloutSamples",
     "Sample",
     "StalenessSplit",
+    "StepRollouts",
     "apply_advantages",
     "compute_advantages",
     "group_advantages",

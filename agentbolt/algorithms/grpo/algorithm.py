@@ -1,17 +1,19 @@
 """``GRPO``: the agent learns from its own rollouts.
 
-One step, in the order the code runs it (:meth:`GRPO._step`):
+One step, in the order the code runs it (:meth:`GRPO.step`, made of public parts a
+loop over several policies composes too: :class:`~.policies.GRPOPolicies`):
 
 1. **sample** — the scheduler (:mod:`.groups`) hands over ``tasks_per_step`` complete
    groups of ``group_size`` rollouts each (sync: a fresh batch; async: the first to
    finish, the rest keep running); with ``group_reward`` (an LLM judge, :mod:`agentbolt.rewards`)
    each group is scored now, the judge's scores becoming the rollouts' rewards;
-2. **samples** — each finished rollout's model calls (recorded by the gateway with the
-   engine's token ids) are merged by lineage (exact token prefixes) into samples by
+2. **samples** (:meth:`GRPO.read`, :meth:`GRPO.batch`: :mod:`.collect`) — each finished
+   rollout's spans are parsed into model calls once (recorded by the gateway with the
+   engine's token ids), which are merged by lineage (exact token prefixes) into samples by
    :class:`~agentbolt.adapters.SampleAdapter` (what ``Trainer.dev`` previews); with
    ``agent_match`` only the matched agents' tokens carry loss;
-3. **advantages** — A_i = r_i − mean(r of its group), per rollout, copied to its samples;
-   groups whose rewards are all equal are dropped, failed rollouts never enter (but
+3. **advantages** (steps 3 to 5: :meth:`GRPO.train`) — A_i = r_i − mean(r of its group),
+   per rollout, copied to its samples; groups whose rewards are all equal are dropped, failed rollouts never enter (but
    the agent program's own failures with ``failure_reward``: :mod:`.failures`)
    (:mod:`.advantages`); rollouts staler than ``max_policy_lag`` are dropped (:mod:`.staleness`);
    every rollout not trained is counted under its reason (``rows/...``: :mod:`.row_accounting`);
@@ -29,21 +31,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from agentbolt.adapters.samples import (
-    RolloutSamples,
-    Sample,
-    SampleAdapter,
-    agent_counts,
-)
+from agentbolt.adapters.samples import SampleAdapter, agent_counts
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
 from agentbolt.algorithms.evaluate import Evaluate, EvaluationResult, success_gain
 from agentbolt.algorithms.failures import FailedStepsWatch
@@ -52,34 +48,32 @@ from agentbolt.algorithms.gateway_access import (
     ensure_gateway_llm,
     gateway_control,
 )
-from agentbolt.algorithms.grpo.advantages import (
-    GroupMember,
-    apply_advantages,
-    compute_advantages,
+from agentbolt.algorithms.grpo.advantages import apply_advantages, compute_advantages
+from agentbolt.algorithms.grpo.collect import (
+    GRPOBatch,
+    StepRollouts,
+    build_batch,
+    mean_or_none,
+    read_rollouts,
+    std_or_none,
 )
 from agentbolt.algorithms.grpo.config import GRPOConfig
-from agentbolt.algorithms.grpo.failures import program_failure
 from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
-from agentbolt.algorithms.grpo.merging import merge_metrics
-from agentbolt.algorithms.grpo.onpolicy import (
-    TRAIN_SAMPLING,
-    OffPolicySamplingError,
-    force_training_sampling,
-    off_policy_calls,
-    refusal,
-)
+from agentbolt.algorithms.grpo.onpolicy import TRAIN_SAMPLING, force_training_sampling
 from agentbolt.algorithms.grpo.overlong import filter_overlong, truncated_calls
 from agentbolt.algorithms.grpo.row_accounting import row_metrics
 from agentbolt.algorithms.grpo.step_progress import step_progress
 from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
 from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
-from agentbolt.metrics.rows import DropReason, why_nothing_trained
+from agentbolt.metrics.rows import why_nothing_trained
 from agentbolt.rewards.group import GroupReward, score_groups
 from agentbolt.training import distributed as dist
 from agentbolt.training.publish import NoGatewayError, engine_info, policy_device
-from agentbolt.types import Rollout, RolloutStatus
 
-__all__ = ["GRPO", "GRPOResult", "NoGatewayError"]
+if TYPE_CHECKING:
+    from agentbolt.algorithms.grpo.update import PolicyUpdate
+
+__all__ = ["GRPO", "GRPOLearner", "GRPOResult", "NoGatewayError"]
 
 log = logging.getLogger("agentbolt.algorithms.grpo")
 
@@ -112,6 +106,18 @@ class GRPOResult:
         return success_gain(self.before, self.after)
 
 
+@dataclass
+class GRPOLearner:
+    """One policy being trained (:meth:`GRPO.prepare`): its weights, its update (optimizer
+    state), how it reaches its engine (:class:`~.sync.PolicySync`: publish, versions), and
+    the policy version the engine serves now (:meth:`GRPO.train` moves it on)."""
+
+    policy: Any
+    update: PolicyUpdate
+    sync: PolicySync
+    version: int | None = None
+
+
 class GRPO(Algorithm):
     """Group Relative Policy Optimization for multi-call agents.
 
@@ -119,6 +125,18 @@ class GRPO(Algorithm):
     SmolLM2), a transformers model, or a :class:`~.policy.Policy`; by default a copy of
     the model the in-process transformers engine serves. The engine serving rollouts
     must start from the same weights; GRPO publishes every update to it.
+
+    :meth:`run` is a loop over public parts another loop can compose (as
+    :class:`~.policies.GRPOPolicies` does for several policies)::
+
+        control = GRPO.gateway_of(ctx)
+        learner = await grpo.prepare(control, run_dir)      # policy, update, publisher
+        learner.sync.start(await control.policy_version() or 0, learner.update.steps)
+        for step in ...:
+            groups = await scheduler.next_batch(n, learner.version)
+            await control.flush()
+            batch = grpo.batch(await grpo.read(ctx, groups))  # spans parsed once per rollout
+            metrics = await grpo.train(learner, batch, offered=[...])  # advantages, update, publish
     """
     data_parallel = True  # under torchrun, ranks > 0 run follow()
 
@@ -133,6 +151,8 @@ class GRPO(Algorithm):
         self.tokenizer = tokenizer
         self.console = console or Console(stderr=True)
         self.policy: Any = None
+        self.learner: GRPOLearner | None = None
+        """The policy being trained, once :meth:`prepare` built it."""
         self.adapter: SampleAdapter = SampleAdapter(self.config.agent_match)
         """Spans → the samples GRPO trains on (``Trainer.dev`` previews the same)."""
         self.group_reward = group_reward
@@ -140,7 +160,9 @@ class GRPO(Algorithm):
         :mod:`agentbolt.rewards`); None: the rollouts' own rewards."""
 
     # ------------------------------------------------------------------ setup
-    def _make_policy(self, control: Any, device: str | None = None) -> Any:
+    def make_policy(self, control: Any, device: str | None = None) -> Any:
+        """The :class:`~agentbolt.training.policy.Policy` to train: ``model`` (loaded or
+        wrapped), else a copy of the weights the engine behind ``control`` serves."""
         from agentbolt.training.fsdp import for_fit
         from agentbolt.training.policy import Policy
 
@@ -161,7 +183,9 @@ class GRPO(Algorithm):
                          "serves (the engine is in another process, so they cannot be copied from it)")
 
     @staticmethod
-    def _control(ctx: AlgorithmContext) -> Any:
+    def gateway_of(ctx: AlgorithmContext) -> Any:
+        """The control of the run's gateway (the engine GRPO trains); raises
+        :class:`NoGatewayError`, saying what to pass, when the run has none."""
         control = gateway_control(ctx)
         if control is None:
             raise NoGatewayError(
@@ -169,6 +193,19 @@ class GRPO(Algorithm):
                 "Trainer(algorithm=GRPO(...), gateway=EngineSpec(kind='transformers', path='smollm2'))"
             )
         return control
+
+    async def prepare(self, control: Any, run_dir: Path) -> GRPOLearner:
+        """The policy to train (:meth:`make_policy`, on the device the engine suggests), its
+        update and its publisher to the engine behind ``control``, which keeps its files in
+        ``run_dir``. Its version is None until the caller starts or resumes its sync."""
+        from agentbolt.algorithms.grpo.update import PolicyUpdate
+
+        cfg = self.config
+        info = await engine_info(control)
+        self.policy = policy = await asyncio.to_thread(self.make_policy, control, policy_device(cfg.device, info))
+        sync = PolicySync(control, policy, info, cfg, run_dir)
+        self.learner = GRPOLearner(policy, PolicyUpdate(policy, cfg, recompute_old=sync.recompute_old), sync)
+        return self.learner
 
     def configure_gateway(self, config: Any) -> None:
         """Adjust the run's :class:`~agentbolt.gateway.GatewayConfig` before the gateway
@@ -190,27 +227,23 @@ class GRPO(Algorithm):
 
     # ------------------------------------------------------------------ run
     async def run(self, ctx: AlgorithmContext) -> GRPOResult:
-        from agentbolt.algorithms.grpo.update import PolicyUpdate
         from agentbolt.training.run import TrainingRun
 
         cfg = self.config
-        control = self._control(ctx)
+        control = self.gateway_of(ctx)
         run = TrainingRun("GRPO", self.console, run_dir=cfg.run_dir, run_name=cfg.run_name,
                           keep_checkpoints=cfg.keep_checkpoints)
-        run_dir = run.run_dir
         self._failed_steps = FailedStepsWatch(cfg.max_failed_steps, "GRPO")
-        info = await engine_info(control)
-        self.policy = policy = await asyncio.to_thread(self._make_policy, control, policy_device(cfg.device, info))
-        self._sync = sync = PolicySync(control, policy, info, cfg, run_dir)
-        update = PolicyUpdate(policy, cfg, recompute_old=sync.recompute_old)
+        learner = await self.prepare(control, run.run_dir)
+        policy, update, sync = learner.policy, learner.update, learner.sync
         self.console.print(f"[bold]GRPO[/]: {sync.describe(policy)}")
         scheduler = GroupScheduler(ctx, ctx.train_dataset or [], group_size=cfg.group_size, in_flight=cfg.in_flight,
                                    shuffle=cfg.shuffle, seed=cfg.seed, timeout=cfg.rollout_timeout)
         metrics = run.open_metrics(cfg.loggers, ctx.store, cfg)
         await ensure_gateway_llm(ctx)
-        result = GRPOResult(steps=0, policy_version=None, run_dir=run_dir)
+        result = GRPOResult(steps=0, policy_version=None, run_dir=run.run_dir)
         done = 0  # steps trained before this process (a resumed run's)
-        version = await control.policy_version() or 0
+        learner.version = await control.policy_version() or 0
         found = run.resume_from(cfg.resume)
         if found is not None:
             policy.load_trainable_state(found.weights)
@@ -218,37 +251,40 @@ class GRPO(Algorithm):
             scheduler.restore(found.state["scheduler"])
             await scheduler.cancel_lost()
             done = found.step
-            version = await sync.resume(found.state, update.steps)
+            learner.version = await sync.resume(found.state, update.steps)
             dist.broadcast_object({"resume": str(found.path)})
-            self.console.print(f"[bold]GRPO[/]: resumed from {found.path} (step {done}, policy version {version})")
+            self.console.print(f"[bold]GRPO[/]: resumed from {found.path} (step {done}, "
+                               f"policy version {learner.version})")
         else:
             if self.model is not None:  # its own weights: the engine must serve them (and keep what it merged in)
                 await sync.publisher.adopt_served_base()
-                version = await control.policy_version() or 0  # a 16-bit server may have been given the base
-            sync.start(version, update.steps)
+                learner.version = await control.policy_version() or 0  # a 16-bit server may have been given the base
+            sync.start(learner.version, update.steps)
             if dist.is_distributed():  # every rank starts from rank 0's weights (a fresh LoRA init is random)
                 dist.broadcast_object({"weights": policy.trainable_state()})
         try:
             if cfg.eval_before and ctx.val_dataset and found is None:
-                result.before = await run.evaluate(lambda: self._evaluate(ctx, "before training"), 0, version)
+                result.before = await run.evaluate(lambda: self.evaluate(ctx, "before training"), 0, learner.version)
             step = done
             with step_progress(self.console, cfg.max_steps, done, cfg.progress and dist.is_main()) as progress:
                 for step in run.steps(done, cfg.max_steps, cfg.time_budget_s):
-                    values, version = await self._step(ctx, control, policy, update, scheduler, step, version)
+                    values = await self.step(ctx, control, learner, scheduler, step)
                     if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps and ctx.val_dataset:
-                        values.update((await self._evaluate(ctx, f"step {step}")).metrics(version))
+                        values.update((await self.evaluate(ctx, f"step {step}")).metrics(learner.version))
                     await metrics.log(step, values)
                     result.history.append(values)
                     if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
-                        await run.save(step, policy, update.state_dict(),
-                                       {"policy_version": version, "scheduler": scheduler.state(), **sync.state()})
+                        await run.save(step, policy, update.state_dict(), {"policy_version": learner.version,
+                                                                           "scheduler": scheduler.state(),
+                                                                           **sync.state()})
                     progress(step, values)
             result.steps = step
-            result.policy_version = version
+            result.policy_version = learner.version
             if cfg.eval_after and ctx.val_dataset:
-                result.after = await run.evaluate(lambda: self._evaluate(ctx, "after training"), step, version)
+                result.after = await run.evaluate(lambda: self.evaluate(ctx, "after training"), step,
+                                                  learner.version)
             result.export_dir = await run.export(policy, cfg.export_dir)
-            await _cancel_pending(ctx, scheduler)  # after a crash they stay: a resumed run picks them up
+            await scheduler.cancel_pending()  # after a crash they stay: a resumed run picks them up
         finally:
             dist.broadcast_object(None)  # followers stop
             await run.close()
@@ -263,7 +299,7 @@ class GRPO(Algorithm):
 
         if self.model is None:
             raise ValueError("data-parallel GRPO needs GRPO(model=...) on every rank (the weights to start from)")
-        policy = self.policy = await asyncio.to_thread(self._make_policy, None)
+        policy = self.policy = await asyncio.to_thread(self.make_policy, None)
         update = PolicyUpdate(policy, self.config)
         while True:
             message = await asyncio.to_thread(dist.broadcast_object, None)
@@ -281,11 +317,13 @@ class GRPO(Algorithm):
             await asyncio.to_thread(update.step, message["samples"], current_version=message["version"])
 
     # ------------------------------------------------------------------ one step
-    async def _step(self, ctx: AlgorithmContext, control: Any, policy: Any, update: Any,
-                    scheduler: GroupScheduler, step: int, version: int | None) -> tuple[dict[str, Any], int | None]:
+    async def step(self, ctx: AlgorithmContext, control: Any, learner: GRPOLearner, scheduler: GroupScheduler,
+                   step: int) -> dict[str, Any]:
+        """Step ``step`` of :meth:`run`: sample a batch of groups, judge them (with
+        ``group_reward``), read and batch them, train and publish; its metrics."""
         cfg = self.config
         t0 = time.perf_counter()
-        groups = await scheduler.next_batch(cfg.tasks_per_step, version)
+        groups = await scheduler.next_batch(cfg.tasks_per_step, learner.version)
         t_sampled = time.perf_counter()
         offered = [r.rollout_id for g in groups for r in g.rollouts]
         await control.flush()
@@ -296,21 +334,49 @@ class GRPO(Algorithm):
             for index, rollouts in zip(scoring.kept, scoring.groups, strict=True):
                 groups[index].rollouts = rollouts
             groups, judged = [groups[i] for i in scoring.kept], scoring.metrics()
-        batch = await self._collect(ctx, groups)
-        values: dict[str, Any] = {"policy_version": version, **batch.metrics(cfg.success_threshold), **judged}
+        batch = await self.collect(ctx, groups)
+        values: dict[str, Any] = {"policy_version": learner.version, **batch.metrics(cfg.success_threshold), **judged}
         values.update(await sandbox_metrics(ctx.store, [r.rollout_id for g in groups for r in g.rollouts]))
+        values.update(await self.train(learner, batch, offered=offered))
+        if not values["samples/trained"]:
+            log.warning("step %d trained nothing: %s", step, why_nothing_trained(values))
+        values.update({"time/sample_s": t_sampled - t0, "time/step_s": time.perf_counter() - t0,
+                       "policy_version": learner.version})
+        return values
+
+    async def read(self, ctx: AlgorithmContext, groups: Sequence[Group]) -> StepRollouts:
+        """The store half of a batch, once per step whatever the number of policies:
+        each rollout's group member and its latest attempt's model calls, each span
+        parsed once (:func:`~.collect.read_rollouts`). Flush the gateway first."""
+        return await read_rollouts(ctx.store, groups, self.config.failure_reward)
+
+    def batch(self, read: StepRollouts) -> GRPOBatch:
+        """This GRPO's batch (its ``agent_match``) of a step's rollouts (:func:`~.collect.build_batch`)."""
+        return build_batch(read, self.adapter)
+
+    async def collect(self, ctx: AlgorithmContext, groups: Sequence[Group]) -> GRPOBatch:
+        """:meth:`read`, then :meth:`batch`."""
+        return self.batch(await self.read(ctx, groups))
+
+    async def train(self, learner: GRPOLearner, batch: GRPOBatch, *, offered: Sequence[str]) -> dict[str, Any]:
+        """Advantages, one update of ``learner`` on ``batch`` and its publication (its
+        version moves on), or nothing when no sample carries signal; the metrics
+        (``advantage/...``, ``staleness/...``, ``rows/...``, ``train/...``, ``publish/...``,
+        ``samples/trained``, ``policy_version``). ``offered``: the ids of every rollout the
+        step sampled (each one not trained is counted under its reason)."""
+        cfg = self.config
         advantages = compute_advantages(batch.members, scale_std=cfg.scale_std, leave_one_out=cfg.leave_one_out)
         samples = apply_advantages(batch.samples, advantages)
-        values["samples/truncated_calls"] = truncated_calls(samples)
+        values: dict[str, Any] = {"samples/truncated_calls": truncated_calls(samples)}
         samples = kept = filter_overlong(samples, cfg.overlong)
         A = list(advantages.by_rollout.values())
         values.update({
             "groups/dropped_equal": advantages.dropped_groups,
             "groups/kept": len(batch.members) - advantages.dropped_groups,
-            "rollouts/failed": advantages.failed_rollouts, "advantage/mean": _mean(A), "advantage/std": _std(A),
-            "advantage/abs_mean": _mean([abs(a) for a in A]),
+            "rollouts/failed": advantages.failed_rollouts, "advantage/mean": mean_or_none(A),
+            "advantage/std": std_or_none(A), "advantage/abs_mean": mean_or_none([abs(a) for a in A]),
         })
-        split = self._sync.split(samples, version)
+        split = learner.sync.split(samples, learner.version)
         if split is not None:
             samples = split.fresh
             values.update({"staleness/max_lag": split.max_lag, "staleness/dropped_rollouts": len(split.stale_rollouts),
@@ -322,127 +388,22 @@ class GRPO(Algorithm):
             values.update({f"agents/{agent}/{key}": n for key, n in counts.items()})
         t_update = time.perf_counter()
         if samples:
-            dist.broadcast_object({"samples": samples, "version": version, "recompute_old": update.recompute_old})
-            stats = await asyncio.to_thread(update.step, samples, current_version=version)
+            update = learner.update
+            dist.broadcast_object({"samples": samples, "version": learner.version,
+                                   "recompute_old": update.recompute_old})
+            stats = await asyncio.to_thread(update.step, samples, current_version=learner.version)
             values.update(stats.as_metrics())
             t_sync = time.perf_counter()
-            version, published = await self._sync.publish(version, update.steps, probe_of(samples))
+            learner.version, published = await learner.sync.publish(learner.version, update.steps, probe_of(samples))
             values.update(published)
             values["time/sync_s"] = time.perf_counter() - t_sync
-        else:
-            log.warning("step %d trained nothing: %s", step, why_nothing_trained(values))
-        values.update({"time/sample_s": t_sampled - t0, "time/update_s": time.perf_counter() - t_update,
-                       "time/step_s": time.perf_counter() - t0, "policy_version": version})
-        return values, version
+        values.update({"time/update_s": time.perf_counter() - t_update, "policy_version": learner.version})
+        return values
 
-    async def _collect(self, ctx: AlgorithmContext, groups: Sequence[Group]) -> _Batch:
-        batch = _Batch()
-        for g in groups:
-            members = []
-            for r in g.rollouts:
-                member = GroupMember.from_rollout(r)
-                if member.failed and not await self._penalised(ctx, r):
-                    members.append(member)
-                    batch.rewards.append(r.reward)
-                    continue
-                if member.failed:  # the program's own failure, with failure_reward set
-                    member = GroupMember(r.rollout_id, self.config.failure_reward)
-                    batch.program_failures += 1
-                members.append(member)
-                batch.rewards.append(member.reward)
-                try:
-                    found = await _rollout_samples(ctx, r.rollout_id, self.adapter)
-                except OffPolicySamplingError as exc:  # sampled otherwise than the ratio assumes
-                    if not batch.off_policy:
-                        log.warning("%s", exc)
-                    batch.off_policy += 1
-                    batch.refused[r.rollout_id] = "off_policy"
-                    if not batch.per_rollout and batch.off_policy == sum(len(x.rollouts) for x in groups):
-                        raise  # every rollout of the step: the gateway is set up wrong, say so
-                    continue
-                if found is None:
-                    batch.no_calls += 1
-                    if r.status == RolloutStatus.FAILED:  # no call succeeded: infrastructure, not the program
-                        members[-1], batch.rewards[-1] = GroupMember(r.rollout_id, None, failed=True), r.reward
-                        batch.program_failures -= 1
-                    batch.refused[r.rollout_id] = "no_model_call"
-                    continue
-                batch.per_rollout.append(found)
-                batch.samples.extend(found.samples)
-            batch.members[g.group_id] = members
-        if batch.no_calls:  # they train nothing: say why, once a step
-            from agentbolt.adapters.no_model_call import left_out
-            log.warning("%s", left_out("GRPO", batch.no_calls, len(batch.rewards)))
-        return batch
-
-    async def _penalised(self, ctx: AlgorithmContext, rollout: Rollout) -> bool:
-        """Whether a failed rollout enters its group with ``failure_reward`` (:mod:`.failures`)."""
-        if self.config.failure_reward is None or rollout.latest_attempt_id is None:
-            return False
-        return program_failure(rollout, await ctx.store.get_attempt(rollout.rollout_id, rollout.latest_attempt_id))
-
-    async def _evaluate(self, ctx: AlgorithmContext, when: str) -> EvaluationResult:
+    async def evaluate(self, ctx: AlgorithmContext, when: str) -> EvaluationResult:
+        """Run the validation set greedily and print the headline (``when``: e.g. "before training")."""
         result = await Evaluate("val", threshold=self.config.success_threshold, show=False, console=self.console,
                                 progress=self.config.progress and dist.is_main(),
                                 label=f"GRPO held-out {when}").run(ctx)
         self.console.print(f"[bold]GRPO[/] held-out {when}: {result.headline()}")
         return result
-
-
-@dataclass
-class _Batch:
-    members: dict[str, list[GroupMember]] = field(default_factory=dict)
-    samples: list[Sample] = field(default_factory=list)
-    per_rollout: list[RolloutSamples] = field(default_factory=list)
-    rewards: list[float | None] = field(default_factory=list)
-    no_calls: int = 0
-    off_policy: int = 0
-    """Rollouts refused because a training call was sampled otherwise than the ratio assumes."""
-    program_failures: int = 0
-    """Failed rollouts trained with ``failure_reward`` (the agent program's own failure)."""
-    refused: dict[str, DropReason] = field(default_factory=dict)
-    """Rollouts that built no sample: refused as ``off_policy``, or with ``no_model_call``."""
-
-    def metrics(self, threshold: float) -> dict[str, Any]:
-        scored = [r for r in self.rewards if r is not None]
-        return {
-            "reward/mean": _mean(scored), "reward/std": _std(scored),
-            "success_rate": _mean([1.0 if r >= threshold else 0.0 for r in scored]),
-            "rollouts/total": len(self.rewards), "rollouts/no_model_calls": self.no_calls,
-            "rollouts/off_policy_sampling": self.off_policy, "rollouts/program_failures": self.program_failures,
-            "samples/total": len(self.samples), **merge_metrics(self.per_rollout),
-        }
-
-
-async def _rollout_samples(ctx: AlgorithmContext, rollout_id: str, adapter: SampleAdapter) -> RolloutSamples | None:
-    """The samples of a finished rollout's latest attempt; None when it made no model call
-    that succeeded. The step flushed the gateway first: its spans are all in the store."""
-    from agentbolt.adapters.calls import extract_model_calls
-
-    spans = await ctx.store.get_spans(rollout_id, "latest")
-    if all(c.failed for c in extract_model_calls(spans)):
-        return None
-    found = adapter.adapt(spans)
-    mismatched = off_policy_calls(spans, [i for s in found[-1].samples for i in s.span_ids]) if found else {}
-    if mismatched:
-        raise OffPolicySamplingError(refusal(rollout_id, mismatched))
-    return found[-1] if found else None
-
-
-async def _cancel_pending(ctx: AlgorithmContext, scheduler: GroupScheduler) -> None:
-    """Groups still in flight when the run ends are not needed: cancel their rollouts."""
-    for group in scheduler.pending:
-        for rid in group.rollout_ids:
-            try:
-                await ctx.store.cancel_rollout(rid)
-            except Exception as exc:  # noqa: BLE001 — finished meanwhile, or the store is going away
-                log.debug("could not cancel rollout %s: %s", rid, exc)
-
-
-def _mean(xs: Sequence[float]) -> float | None:
-    return statistics.fmean(xs) if xs else None
-
-
-def _std(xs: Sequence[float]) -> float | None:
-    return statistics.pstdev(xs) if len(xs) > 1 else (0.0 if xs else None)
-

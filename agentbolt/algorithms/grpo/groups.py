@@ -156,6 +156,16 @@ class GroupScheduler:
             await self.ctx.store.cancel_rollout(rid)
         return len(lost)
 
+    async def cancel_pending(self) -> None:
+        """At the end of a run: the groups still in flight are not needed, cancel their
+        rollouts (after a crash they stay, and a resumed run picks them up)."""
+        for group in self.pending:
+            for rid in group.rollout_ids:
+                try:
+                    await self.ctx.store.cancel_rollout(rid)
+                except Exception as exc:  # noqa: BLE001 — finished meanwhile, or the store is going away
+                    log.debug("could not cancel rollout %s: %s", rid, exc)
+
     # ------------------------------------------------------------------ flow
     async def fill(self, version: int | None) -> int:
         """Enqueue groups until ``in_flight`` are pending; returns how many were added."""

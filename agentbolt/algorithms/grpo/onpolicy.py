@@ -27,7 +27,7 @@ from agentbolt.adapters.calls import ModelCall, extract_model_calls
 from agentbolt.types import Span
 
 __all__ = ["NEUTRAL", "TRAIN_SAMPLING", "OffPolicySamplingError", "force_training_sampling", "off_policy_calls",
-           "refusal", "sampling_mismatch"]
+           "off_policy_in", "refusal", "sampling_mismatch"]
 
 log = logging.getLogger("agentbolt.algorithms.grpo")
 
@@ -92,10 +92,14 @@ def sampling_mismatch(request: Mapping[str, Any]) -> dict[str, Any]:
 def off_policy_calls(spans: Iterable[Span], span_ids: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
     """``span id → mismatching fields`` for the model calls in ``spans`` (only those in
     ``span_ids`` when given: the calls a rollout's samples were built from)."""
+    return off_policy_in(extract_model_calls(list(spans)), span_ids)
+
+
+def off_policy_in(calls: Iterable[ModelCall], span_ids: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """:func:`off_policy_calls` on calls already parsed (:func:`~agentbolt.adapters.parse_attempts`)."""
     wanted = None if span_ids is None else set(span_ids)
     out: dict[str, dict[str, Any]] = {}
-    call: ModelCall
-    for call in extract_model_calls(list(spans)):
+    for call in calls:
         if call.failed or (wanted is not None and call.span_id not in wanted):
             continue
         found = sampling_mismatch(call.request)

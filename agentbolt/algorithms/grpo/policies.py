@@ -15,6 +15,13 @@ whichever agent's tokens carry it. Metrics are the shared ones (reward, success,
 plus each policy's under ``<policy>/...`` (``solver/train/loss``, ``solver/policy_version``,
 ``solver/agents/solver/tokens_trained``...).
 
+The loop composes :class:`~.algorithm.GRPO`'s public parts: each policy is a GRPO with
+its own ``agent_match`` and a :class:`~.algorithm.GRPOLearner` of its own
+(:meth:`~.algorithm.GRPO.prepare`); every step, the rollouts are read once
+(:meth:`~.algorithm.GRPO.read`: each span parsed once, whatever the number of policies),
+then each policy builds its batch (:meth:`~.algorithm.GRPO.batch`) and trains and
+publishes (:meth:`~.algorithm.GRPO.train`).
+
 The run around the steps is :class:`~agentbolt.training.run.TrainingRun`'s, with one
 directory per policy: its checkpoints (``run_dir/<policy>/``), its export
 (``run_dir/<policy>/model``, or ``export_dir/<policy>``), and resuming from the newest
@@ -27,7 +34,6 @@ data-parallel training.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,14 +42,11 @@ from typing import Any
 
 from rich.console import Console
 
-from agentbolt.adapters.samples import agent_counts
 from agentbolt.algorithms.base import Algorithm, AlgorithmContext
-from agentbolt.algorithms.grpo.advantages import apply_advantages, compute_advantages
-from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOResult, _cancel_pending
+from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOLearner, GRPOResult
+from agentbolt.algorithms.grpo.collect import StepRollouts
 from agentbolt.algorithms.grpo.config import GRPOConfig
-from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
-from agentbolt.algorithms.grpo.row_accounting import row_metrics
-from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
+from agentbolt.algorithms.grpo.groups import GroupScheduler
 
 __all__ = ["GRPOPolicies", "PolicyRun"]
 
@@ -52,15 +55,28 @@ log = logging.getLogger("agentbolt.algorithms.grpo")
 
 @dataclass
 class PolicyRun:
-    """One policy of the run: its GRPO settings and adapter, trainer, update and version."""
+    """One policy of the run: its GRPO (settings and adapter) and its learner (weights,
+    update, publisher, version)."""
 
     name: str
     grpo: GRPO
-    policy: Any
-    sync: PolicySync
-    update: Any
-    version: int | None
+    learner: GRPOLearner
     export_dir: Path | None = None
+
+    @property
+    def policy(self) -> Any:
+        """Its weights (:class:`~agentbolt.training.policy.Policy`)."""
+        return self.learner.policy
+
+    @property
+    def update(self) -> Any:
+        """Its update (optimizer state): :class:`~.update.PolicyUpdate`."""
+        return self.learner.update
+
+    @property
+    def version(self) -> int | None:
+        """The policy version its engine serves now."""
+        return self.learner.version
 
 
 class GRPOPolicies(Algorithm):
@@ -95,13 +111,13 @@ class GRPOPolicies(Algorithm):
         from agentbolt.training.run import TrainingRun
 
         cfg = self.config
-        control = GRPO._control(ctx)
+        control = GRPO.gateway_of(ctx)
         training = TrainingRun("GRPO", self.console, run_dir=cfg.run_dir, run_name=cfg.run_name,
                                keep_checkpoints=cfg.keep_checkpoints, policies=list(self.grpos), slug="grpo-policies")
         self.runs = {name: await self._start(name, grpo, control, training.policy_dir(name))
                      for name, grpo in self.grpos.items()}
-        first = next(iter(self.grpos))
-        failed_steps = FailedStepsWatch(cfg.max_failed_steps, f"GRPO {first}")
+        first = next(iter(self.grpos.values()))
+        failed_steps = FailedStepsWatch(cfg.max_failed_steps, f"GRPO {next(iter(self.grpos))}")
         scheduler = GroupScheduler(ctx, ctx.train_dataset or [], group_size=cfg.group_size, in_flight=cfg.in_flight,
                                    shuffle=cfg.shuffle, seed=cfg.seed, timeout=cfg.rollout_timeout)
         metrics = training.open_metrics(cfg.loggers, ctx.store, cfg)
@@ -112,34 +128,34 @@ class GRPOPolicies(Algorithm):
         try:
             before = None
             if cfg.eval_before and ctx.val_dataset and done == 0:
-                before = await training.evaluate(lambda: self.grpos[first]._evaluate(ctx, "before training"), 0,
-                                                 self._versions())
+                before = await training.evaluate(lambda: first.evaluate(ctx, "before training"), 0, self._versions())
             step = done
             for step in training.steps(done, cfg.max_steps, cfg.time_budget_s):
                 groups = await scheduler.next_batch(cfg.tasks_per_step, None)
                 await control.flush()
                 await failed_steps.check(ctx.store, [r for g in groups for r in g.rollouts], step)
+                read = await first.read(ctx, groups)  # once for all policies
                 values: dict[str, Any] = {}
                 for i, run in enumerate(self.runs.values()):
-                    values.update(await self._train(ctx, run, groups, with_batch_metrics=i == 0))
+                    values.update(await self._train(ctx, run, read, with_batch_metrics=i == 0))
                 await metrics.log(step, values)
                 for name, run in self.runs.items():
                     results[name].history.append(values)
                     if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
                         await training.save(step, run.policy, run.update.state_dict(),
                                             {"policy_version": run.version, "scheduler": scheduler.state(),
-                                             **run.sync.state()}, of=name)
+                                             **run.learner.sync.state()}, of=name)
                 self.console.print(f"[bold]GRPO[/] step {step}: " + ", ".join(
                     f"{name} v{run.version}" for name, run in self.runs.items()))
             after = None
             if cfg.eval_after and ctx.val_dataset:
-                after = await training.evaluate(lambda: self.grpos[first]._evaluate(ctx, "after training"), step,
-                                                self._versions())
+                after = await training.evaluate(lambda: first.evaluate(ctx, "after training"), step, self._versions())
             for name, run in self.runs.items():
-                run.export_dir = await training.export(run.policy, cfg.export_dir, of=name, version=run.version)
+                run.export_dir = await training.export(run.policy, cfg.export_dir, of=name,
+                                                       version=run.version)
                 results[name].export_dir, results[name].steps = run.export_dir, step
                 results[name].policy_version, results[name].before, results[name].after = run.version, before, after
-            await _cancel_pending(ctx, scheduler)  # after a crash they stay: a resumed run picks them up
+            await scheduler.cancel_pending()  # after a crash they stay: a resumed run picks them up
         finally:
             await training.close()
         for result in results.values():
@@ -158,10 +174,10 @@ class GRPOPolicies(Algorithm):
         if not found:
             return 0
         for name, run in self.runs.items():
-            checkpoint = found[name]
-            run.policy.load_trainable_state(checkpoint.weights)
-            run.update.load_state_dict(checkpoint.optimizer)
-            run.version = await run.sync.resume(checkpoint.state, run.update.steps)
+            checkpoint, learner = found[name], run.learner
+            learner.policy.load_trainable_state(checkpoint.weights)
+            learner.update.load_state_dict(checkpoint.optimizer)
+            learner.version = await learner.sync.resume(checkpoint.state, learner.update.steps)
         state = next(iter(found.values())).state
         if "scheduler" in state:
             scheduler.restore(state["scheduler"])
@@ -172,48 +188,24 @@ class GRPOPolicies(Algorithm):
         return step
 
     async def _start(self, name: str, grpo: GRPO, control: Any, run_dir: Path) -> PolicyRun:
-        """Policy ``name``'s trainer, publisher and update, its files in ``run_dir``."""
-        from agentbolt.algorithms.grpo.update import PolicyUpdate
+        """Policy ``name``'s learner (weights, update, publisher), its files in ``run_dir``."""
         from agentbolt.gateway.policy_control import PolicyControl
-        from agentbolt.training.publish import engine_info, policy_device
 
         scoped = PolicyControl(control, name)
-        cfg = grpo.config
-        info = await engine_info(scoped)
-        policy = await asyncio.to_thread(grpo._make_policy, scoped, policy_device(cfg.device, info))
-        grpo.policy = policy
-        sync = grpo._sync = PolicySync(scoped, policy, info, cfg, run_dir)
-        update = PolicyUpdate(policy, cfg, recompute_old=sync.recompute_old)
-        version = await scoped.policy_version() or 0
-        sync.start(version, update.steps)
-        self.console.print(f"[bold]GRPO[/] {name} ({cfg.agent_match}): {sync.describe(policy)}")
-        return PolicyRun(name, grpo, policy, sync, update, version)
+        learner = await grpo.prepare(scoped, run_dir)
+        learner.version = await scoped.policy_version() or 0
+        learner.sync.start(learner.version, learner.update.steps)
+        self.console.print(f"[bold]GRPO[/] {name} ({grpo.config.agent_match}): {learner.sync.describe(learner.policy)}")
+        return PolicyRun(name, grpo, learner)
 
-    async def _train(self, ctx: AlgorithmContext, run: PolicyRun, groups: list[Group], *,
+    async def _train(self, ctx: AlgorithmContext, run: PolicyRun, read: StepRollouts, *,
                      with_batch_metrics: bool) -> dict[str, Any]:
-        """One update of ``run``'s policy on its agents' samples of ``groups`` (plus the
-        batch's shared metrics — reward, success, rollouts — when asked)."""
-        cfg, p = self.config, f"{run.name}/"
-        batch = await run.grpo._collect(ctx, groups)
-        values: dict[str, Any] = batch.metrics(cfg.success_threshold) if with_batch_metrics else {}
-        advantages = compute_advantages(batch.members, scale_std=cfg.scale_std, leave_one_out=cfg.leave_one_out)
-        samples = kept = apply_advantages(batch.samples, advantages)
-        split = run.sync.split(samples, run.version)
-        if split is not None:
-            samples = split.fresh
-            values[f"{p}staleness/dropped_rollouts"] = len(split.stale_rollouts)
-        values[f"{p}samples/trained"] = len(samples)
-        offered = [r.rollout_id for g in groups for r in g.rollouts]
-        rows = row_metrics(offered, batch.members, batch.refused, batch.samples, advantages, kept, split, samples)
-        values.update({f"{p}{key}": n for key, n in rows.items()})
-        for agent, counts in agent_counts(samples).items():
-            values.update({f"{p}agents/{agent}/{key}": n for key, n in counts.items()})
-        if samples:
-            stats = await asyncio.to_thread(run.update.step, samples, current_version=run.version)
-            values.update(stats.as_metrics(f"{p}train/"))
-            run.version, published = await run.sync.publish(run.version, run.update.steps, probe_of(samples))
-            values.update({f"{p}{k}": v for k, v in published.items()})
-        else:
+        """One update of ``run``'s policy on its agents' samples of the step's rollouts
+        (plus the batch's shared metrics — reward, success, rollouts — when asked)."""
+        batch = run.grpo.batch(read)
+        values: dict[str, Any] = batch.metrics(self.config.success_threshold) if with_batch_metrics else {}
+        trained = await run.grpo.train(run.learner, batch, offered=read.rollout_ids)
+        if not trained["samples/trained"]:
             log.info("policy %s: no sample with signal this step (no call of its agents, or equal rewards)", run.name)
-        values[f"{p}policy_version"] = run.version
+        values.update({f"{run.name}/{key}": value for key, value in trained.items()})
         return values

@@ -21,7 +21,7 @@ async def test_rollouts_without_a_model_call_are_counted_left_out_and_logged(cap
     group = Group("g0", 0, [called, cached, also_cached], 0,
                   rollouts=[await store.get_rollout(r) for r in (called, cached, also_cached)])
     with caplog.at_level(logging.WARNING, "agentbolt"):
-        batch = await GRPO(GRPOConfig())._collect(AlgorithmContext(store=store), [group])
+        batch = await GRPO(GRPOConfig()).collect(AlgorithmContext(store=store), [group])
 
     assert batch.metrics(1.0)["rollouts/no_model_calls"] == 2
     assert {s.rollout_id for s in batch.samples} == {called}

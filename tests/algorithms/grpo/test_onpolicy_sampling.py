@@ -6,15 +6,15 @@ started by hand with other settings — is refused when its samples are built.""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from gateway.conftest import ADMIN, GatewayWorld
 from gateway.fakes import FakeEngine
 
+from agentbolt.adapters.attempts import parse_attempts
 from agentbolt.adapters.samples import SampleAdapter
 from agentbolt.algorithms.grpo import GRPO
-from agentbolt.algorithms.grpo.algorithm import _rollout_samples
+from agentbolt.algorithms.grpo.collect import rollout_samples
 from agentbolt.algorithms.grpo.onpolicy import (
     OffPolicySamplingError,
     off_policy_calls,
@@ -62,19 +62,6 @@ def _train_call(world: GatewayWorld) -> tuple[str, list[Span]]:
     return attempt.rollout_id, [Span.model_validate(s) for s in world.spans(attempt.rollout_id, 1)]
 
 
-class _Store:
-    def __init__(self, spans: list[Span]) -> None:
-        self.spans = spans
-
-    async def get_spans(self, rollout_id: str, attempt_id: Any = None) -> list[Span]:
-        return self.spans
-
-
-class _Ctx:
-    def __init__(self, spans: list[Span]) -> None:
-        self.store = _Store(spans)
-
-
 async def test_the_agents_sampling_fields_never_reach_the_engine_on_a_training_call(grpo_world: GatewayWorld) -> None:
     rollout_id, spans = _train_call(grpo_world)
     sent = grpo_world.engine.calls[-1][0]  # type: ignore[attr-defined]
@@ -83,7 +70,7 @@ async def test_the_agents_sampling_fields_never_reach_the_engine_on_a_training_c
                 "min_tokens", "response_format", "guided_regex"} & set(sent)  # constrained decoding: stripped too
     assert sampling_mismatch(sent) == {}
     assert off_policy_calls(spans) == {}  # the span records what was sent
-    found = await _rollout_samples(_Ctx(spans), rollout_id, SampleAdapter())  # type: ignore[arg-type]
+    found = rollout_samples(rollout_id, parse_attempts(spans), SampleAdapter())
     assert found is not None and found.samples
 
 
@@ -93,7 +80,7 @@ async def test_a_rollout_sampled_otherwise_is_refused_with_what_to_do(hand_start
     assert list(mismatched.values()) == [{k: v for k, v in AGENT_SAMPLING.items() if k != "temperature"}
                                          | {"temperature": 0.7}]
     with pytest.raises(OffPolicySamplingError, match="temperature=0.7") as err:
-        await _rollout_samples(_Ctx(spans), rollout_id, SampleAdapter())  # type: ignore[arg-type]
+        rollout_samples(rollout_id, parse_attempts(spans), SampleAdapter())
     assert "top_k=20" in str(err.value) and "logit_bias" in str(err.value)
     assert "response_format={'type': 'json_object'}" in str(err.value)
 

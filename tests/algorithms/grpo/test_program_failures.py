@@ -47,7 +47,7 @@ async def _collect(failure_reward: float | None, outcomes: list[str]) -> tuple[A
     assert all(r.status.is_terminal for r in rollouts), [r.status for r in rollouts]
     group = Group("g0", 0, store_ids, 0, rollouts=rollouts)
     grpo = GRPO(GRPOConfig(failure_reward=failure_reward))
-    batch = await grpo._collect(AlgorithmContext(store=store), [group])
+    batch = await grpo.collect(AlgorithmContext(store=store), [group])
     return batch, store_ids
 
 

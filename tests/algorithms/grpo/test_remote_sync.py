@@ -15,7 +15,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from agentbolt.algorithms.grpo import GRPO, GRPOConfig
-from agentbolt.training.lora import LoraSettings
 from agentbolt.engines import EngineSpec
 from agentbolt.gateway.control import RemoteGateway
 from agentbolt.metrics import read_jsonl
@@ -23,6 +22,7 @@ from agentbolt.models import tiny_model
 from agentbolt.semconv import LLM_POLICY_VERSION as POLICY_VERSION
 from agentbolt.store.sqlite import SqliteStore
 from agentbolt.trainer import Trainer
+from agentbolt.training.lora import LoraSettings
 from algorithms.grpo.agents import byte_agent
 
 TASKS = [{"prompt": f"task {i}"} for i in range(4)]
@@ -36,8 +36,8 @@ class StatusRecordingGRPO(GRPO):
         self.statuses: list[dict[str, Any]] = []
         self.controls: list[Any] = []
 
-    async def _step(self, ctx: Any, control: Any, *args: Any) -> Any:
-        out = await super()._step(ctx, control, *args)
+    async def step(self, ctx: Any, control: Any, *args: Any) -> Any:
+        out = await super().step(ctx, control, *args)
         self.controls.append(control)
         self.statuses.append(await control.status())
         return out

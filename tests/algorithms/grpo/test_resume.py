@@ -27,11 +27,11 @@ pytest.importorskip("peft")
 
 from agentbolt.algorithms.base import AlgorithmContext
 from agentbolt.algorithms.grpo import GRPO
-from agentbolt.training.checkpoint import CheckpointManager
 from agentbolt.algorithms.grpo.groups import GroupScheduler
 from agentbolt.metrics import read_jsonl
 from agentbolt.store.memory import MemoryStore
 from agentbolt.store.sqlite import SqliteStore
+from agentbolt.training.checkpoint import CheckpointManager
 from agentbolt.types import AttemptStatus, RolloutStatus
 from algorithms.grpo import resume_worker
 
@@ -43,8 +43,8 @@ class RecordingGRPO(GRPO):
 
     first: dict[str, Any] | None = None
 
-    async def _step(self, ctx: Any, control: Any, policy: Any, update: Any, scheduler: Any, step: int,
-                    version: int | None) -> Any:
+    async def step(self, ctx: Any, control: Any, learner: Any, scheduler: Any, step: int) -> Any:
+        policy, update, version = learner.policy, learner.update, learner.version
         if self.first is None:
             with torch.no_grad():
                 self.first = {
@@ -53,7 +53,7 @@ class RecordingGRPO(GRPO):
                     "policy_logits": policy.model(input_ids=PROBE).logits,
                     "engine_logits": control.engine.model(input_ids=PROBE).logits,
                 }
-        return await super()._step(ctx, control, policy, update, scheduler, step, version)
+        return await super().step(ctx, control, learner, scheduler, step)
 
 
 def _crash_in_step_3(run_dir: Path, db: Path) -> None:

@@ -91,7 +91,7 @@ async def test_rollouts_without_a_model_call_are_dropped_as_such_from_collect() 
     store = MemoryStore()
     ids = [await succeeded_rollout(store, with_call=c) for c in (True, False, False)]
     group = Group("g0", 0, ids, 0, rollouts=[await store.get_rollout(r) for r in ids])
-    batch = await GRPO(GRPOConfig())._collect(AlgorithmContext(store=store), [group])
+    batch = await GRPO(GRPOConfig()).collect(AlgorithmContext(store=store), [group])
     values = rows(ids, batch.members, batch.samples, refused=batch.refused)
     # the one rollout with a call is alone in its group's signal: all rewards are 1.0
     assert dropped(values) == {"no_model_call": 2, "zero_variance": 1}

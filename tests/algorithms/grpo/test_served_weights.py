@@ -14,6 +14,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from agentbolt.algorithms.gateway_access import engine_weights
+from agentbolt.engines.transformers_engine import TransformersEngine
+from agentbolt.gateway import Gateway, LocalGatewayControl
+from agentbolt.models import tiny_model
 from agentbolt.training.lora import LoraSettings
 from agentbolt.training.policy import Policy
 from agentbolt.training.publish import (
@@ -23,9 +26,6 @@ from agentbolt.training.publish import (
     numerics_match,
     policy_device,
 )
-from agentbolt.engines.transformers_engine import TransformersEngine
-from agentbolt.gateway import Gateway, LocalGatewayControl
-from agentbolt.models import tiny_model
 
 LORA = LoraSettings(r=4, alpha=8, target_modules=["q_proj", "v_proj"])
 PROBE = torch.tensor([[1, *range(40, 90)]])
@@ -135,7 +135,7 @@ def test_a_bf16_trainer_next_to_an_fp32_engine_recomputes_pi_old(tmp_path: Any) 
     algorithm = GRPO(config)  # a copy of the served (float32) model, trained in bf16
     result = resume_worker.trainer(algorithm, tmp_path / "store.db").fit(resume_worker.byte_agent,
                                                                          resume_worker.TASKS)
-    assert algorithm.policy.dtype == torch.bfloat16 and algorithm._sync.recompute_old
+    assert algorithm.policy.dtype == torch.bfloat16 and algorithm.learner.sync.recompute_old
     rows = [r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "train/loss" in r]
     assert rows and result.policy_version == len(rows)
     for row in rows:  # π_old is the trainer's own: the first (only) epoch starts at ratio 1

@@ -64,11 +64,11 @@ def test_a_run_that_published_past_its_checkpoint_resumes_under_new_versions(tmp
     from algorithms.grpo import resume_worker
 
     class CrashAfterStep3(GRPO):
-        async def _step(self, *args: Any) -> Any:
-            values, version = await super()._step(*args)
-            if args[5] == 3:  # published v3, crashed before its checkpoint (every 2 steps)
+        async def step(self, *args: Any) -> Any:
+            values = await super().step(*args)
+            if args[4] == 3:  # published v3, crashed before its checkpoint (every 2 steps)
                 raise RuntimeError("crashed after publishing")
-            return values, version
+            return values
 
     run_dir, db = tmp_path / "run", tmp_path / "store.db"
     config = resume_worker.config(run_dir, max_steps=4).model_copy(update={"checkpoint_every": 2})
