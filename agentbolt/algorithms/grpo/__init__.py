@@ -33,8 +33,8 @@ from agentbolt.algorithms.grpo.advantages import (
 from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOResult, NoGatewayError
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.policies import GRPOPolicies
-from agentbolt.algorithms.grpo.staleness import StalenessSplit, policy_lag, split_stale
 from agentbolt.semconv import LLM_POLICY_VERSION as POLICY_VERSION
+from agentbolt.training.staleness import StalenessSplit, policy_lag, split_stale
 
 if TYPE_CHECKING:
     from agentbolt.algorithms.grpo.loss import (

@@ -43,7 +43,7 @@ from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOResult, _cancel_pendin
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
 from agentbolt.algorithms.grpo.row_accounting import row_metrics
-from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
+from agentbolt.training.sync import PolicySync, probe_of
 
 __all__ = ["GRPOPolicies", "PolicyRun"]
 

@@ -37,17 +37,17 @@ from typing import Any
 import torch
 
 from agentbolt.adapters.samples import Sample
-from agentbolt.algorithms.grpo.batch import (
+from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.algorithms.grpo.loss import grpo_loss
+from agentbolt.training import distributed as dist
+from agentbolt.training import fsdp
+from agentbolt.training.batch import (
     TrainBatch,
     collate,
     group_by_rollout,
     micro_batches,
     trained_tokens,
 )
-from agentbolt.algorithms.grpo.config import GRPOConfig
-from agentbolt.algorithms.grpo.loss import grpo_loss
-from agentbolt.training import distributed as dist
-from agentbolt.training import fsdp
 from agentbolt.training.policy import Policy
 
 __all__ = ["PolicyUpdate", "UpdateStats"]
