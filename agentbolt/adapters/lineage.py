@@ -27,7 +27,7 @@ where each call's prompt token ids stand among **all** of them:
     differ (the shared tokens are ``token_ids[:diverged_at]`` of both), ``diverged_from``
     the span id of the first call of the draft it shares them with (the one sharing the
     most; the latest on a tie). It stays in that draft's conversation, and the update
-    runs the shared tokens once (prefix groups, :mod:`agentbolt.algorithms.grpo.batch`).
+    runs the shared tokens once (prefix groups, :mod:`agentbolt.training.batch`).
 
 The classes are read from tokens alone, so they name what happened to the tokens, not
 the harness's intent: a sub-agent given the same long system prompt as its parent reads

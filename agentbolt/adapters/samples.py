@@ -23,7 +23,7 @@ title call), or ``diverged`` — a long prefix shared with an earlier draft, the
 tokens (compaction, a rewritten or dropped turn, stripped reasoning, a re-rendered
 template) — with the token index where it diverged and the draft it diverged from; those
 shared tokens go through the model once in the update (prefix groups in
-:mod:`agentbolt.algorithms.grpo.batch`). A call without an agent name in a conversation
+:mod:`agentbolt.training.batch`). A call without an agent name in a conversation
 other than the first is named after its system prompt (``subagent-<hash>``). One sample
 is one forward pass, trained on exactly the tokens the model sampled, with their
 sampling-time logprobs and the policy version that produced them.
@@ -162,7 +162,7 @@ class MergeCounts:
     tokens_shared: int = 0
     """Untrained leading tokens a ``diverged`` sample has in common with an earlier sample
     of the attempt (beyond the one token each row keeps of its own): what prefix groups can
-    run once in the update (:mod:`agentbolt.algorithms.grpo.batch`), not again per sample."""
+    run once in the update (:mod:`agentbolt.training.batch`), not again per sample."""
 
     @classmethod
     def of(cls, samples: Sequence[Sample], *, calls: int, conversations: int) -> MergeCounts:

@@ -14,7 +14,13 @@ and serve a trainable model, and nothing of any one algorithm's idea.
 * :mod:`.distributed` — data parallelism with ``torch.distributed``, the identity without it.
 * :mod:`.fsdp` — the policy sharded with FSDP2 (``sharding="fsdp"``), sharded checkpoints (DCP),
   the gathered model for export (torch).
+* :mod:`.batch` — token sequences (:class:`~.batch.TokenSequence`: ids and a loss mask; a
+  rollout's samples add logprobs and an advantage) padded into tensors, packed into
+  micro-batches within a token budget, the prompt prefix rows share found once (torch).
 * :mod:`.versions` — policy versions never reused across crashes; lag measured in updates.
+* :mod:`.staleness` — which sampled tokens are too many updates behind to train on.
+* :mod:`.sync` — :class:`~.sync.PolicySync`: a run's publishing, version numbering (never
+  reused) and π_old decision, the same for GRPO and SFT.
 * :mod:`.publish` — what is trained is what is served: publishing a policy to its engine
   (in the format the engine takes) and checking the engine's logprobs against the trainer's.
 * :mod:`.run` — :class:`~.run.TrainingRun`, the run skeleton: run directory and id, resume,

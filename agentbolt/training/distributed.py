@@ -3,7 +3,7 @@
 Launch the same script with ``torchrun --nproc_per_node N``: every rank builds the same
 policy, rank 0 runs the store, the runners and the gateway, and each update is split by
 rollout over the ranks. Each rank's loss is its rollouts' share of the batch loss
-(:mod:`agentbolt.algorithms.grpo.batch`), so summing gradients over ranks gives exactly the one-process gradient.
+(:mod:`agentbolt.training.batch`), so summing gradients over ranks gives exactly the one-process gradient.
 Gloo works on CPU (tests), NCCL on GPUs. Without a process group every helper is the
 identity: the trainer's code is the same for one process and many.
 A policy sharded with FSDP2 (:mod:`.fsdp`) keeps this split and loss, and lets FSDP's

@@ -14,7 +14,7 @@ and the importance correction read it. Two things keep that sound across crashes
   V, is ``u(V) − u(v)``: a republished checkpoint has a new number and lag 0 to it. A version
   not in the lineage — published after the checkpoint a run resumed from, or newer than the
   trainer — names weights the trainer no longer has; such rollouts are dropped
-  (:func:`~agentbolt.algorithms.grpo.staleness.split_stale`), never trained as fresh.
+  (:func:`~agentbolt.training.staleness.split_stale`), never trained as fresh.
 """
 
 from __future__ import annotations

@@ -8,13 +8,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from tolerances import assert_same_sums  # noqa: E402
+
 from agentbolt.adapters.samples import Sample  # noqa: E402
-from agentbolt.algorithms.grpo.batch import collate, prefix_groups  # noqa: E402
 from agentbolt.models import tiny_model  # noqa: E402
+from agentbolt.training.batch import collate, prefix_groups  # noqa: E402
 from agentbolt.training.logprobs import chosen_logprobs  # noqa: E402
 from agentbolt.training.lora import LoraSettings  # noqa: E402
 from agentbolt.training.policy import Policy  # noqa: E402
-from tolerances import assert_same_sums  # noqa: E402
 
 LORA = LoraSettings(r=4, alpha=8, target_modules=["q_proj", "v_proj"])
 

@@ -8,14 +8,15 @@
   token prefix, ``agent_match``); ``Sample`` and ``RolloutSamples`` are re-exported here.
 * :mod:`.advantages` — rollout-level group advantages; all-equal groups dropped.
 * :mod:`.loss` — PPO-clipped, importance-corrected loss normalised per rollout (torch).
-* :mod:`.staleness` — the maximum policy lag of async training.
 * :mod:`.groups` — the sync and async schedules of groups of rollouts.
-* :mod:`.batch`, :mod:`.update` — micro-batches and one update (torch).
-* :mod:`.sync` — publishing each update and reading the versions back; :mod:`.config`.
+* :mod:`.update` — one update over micro-batches (torch); :mod:`.config`.
 
 The training core GRPO shares with SFT — the policy (LoRA or full, dtype, reference
-model), checkpoints, data parallelism, policy versions, publishing weights to the engine —
-is :mod:`agentbolt.training`.
+model), batching and micro-batches (:mod:`agentbolt.training.batch`), publishing each
+update and numbering its versions (:class:`agentbolt.training.sync.PolicySync`), the
+maximum policy lag of async training (:mod:`agentbolt.training.staleness`, whose names are
+re-exported here), checkpoints, data parallelism, the run skeleton — is
+:mod:`agentbolt.training`.
 
 ``loss`` needs torch and is imported on first use of :func:`grpo_loss`, so the rest
 works without it.
@@ -37,8 +38,8 @@ from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOLearner, GRPOResult, N
 from agentbolt.algorithms.grpo.collect import GRPOBatch, StepRollouts
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.policies import GRPOPolicies
-from agentbolt.algorithms.grpo.staleness import StalenessSplit, policy_lag, split_stale
 from agentbolt.semconv import LLM_POLICY_VERSION as POLICY_VERSION
+from agentbolt.training.staleness import StalenessSplit, policy_lag, split_stale
 
 if TYPE_CHECKING:
     from agentbolt.algorithms.grpo.loss import (

@@ -63,12 +63,12 @@ from agentbolt.algorithms.grpo.onpolicy import TRAIN_SAMPLING, force_training_sa
 from agentbolt.algorithms.grpo.overlong import filter_overlong, truncated_calls
 from agentbolt.algorithms.grpo.row_accounting import row_metrics
 from agentbolt.algorithms.grpo.step_progress import step_progress
-from agentbolt.algorithms.grpo.sync import PolicySync, probe_of
 from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
 from agentbolt.metrics.rows import why_nothing_trained
 from agentbolt.rewards.group import GroupReward, score_groups
 from agentbolt.training import distributed as dist
 from agentbolt.training.publish import NoGatewayError, engine_info, policy_device
+from agentbolt.training.sync import PolicySync, probe_of
 
 if TYPE_CHECKING:
     from agentbolt.algorithms.grpo.update import PolicyUpdate

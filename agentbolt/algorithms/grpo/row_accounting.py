@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 
 from agentbolt.adapters.samples import Sample
 from agentbolt.algorithms.grpo.advantages import Advantages, GroupMember
-from agentbolt.algorithms.grpo.staleness import StalenessSplit
 from agentbolt.metrics.rows import DROP_REASONS, DropReason
+from agentbolt.training.staleness import StalenessSplit
 
 __all__ = ["row_metrics"]
 

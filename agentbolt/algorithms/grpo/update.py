@@ -4,7 +4,7 @@ Per optimizer pass (``ppo_epochs`` of them):
 
 1. split the batch's rollouts over data-parallel ranks (:mod:`.distributed`), then into
    micro-batches of whole rollouts, a rollout over ``micro_batch_tokens`` split between
-   its samples (:mod:`.batch`);
+   its samples (:mod:`agentbolt.training.batch`);
 2. per micro-batch: logprobs under π_θ at the trained positions only (the output layer
    runs on those alone; each task's shared prompt runs once: :mod:`agentbolt.training.logprobs`),
    the loss of :func:`.loss.grpo_loss` normalised with each rollout's whole |T_r| and the
@@ -37,17 +37,17 @@ from typing import Any
 import torch
 
 from agentbolt.adapters.samples import Sample
-from agentbolt.algorithms.grpo.batch import (
+from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.algorithms.grpo.loss import grpo_loss
+from agentbolt.training import distributed as dist
+from agentbolt.training import fsdp
+from agentbolt.training.batch import (
     TrainBatch,
     collate,
     group_by_rollout,
     micro_batches,
     trained_tokens,
 )
-from agentbolt.algorithms.grpo.config import GRPOConfig
-from agentbolt.algorithms.grpo.loss import grpo_loss
-from agentbolt.training import distributed as dist
-from agentbolt.training import fsdp
 from agentbolt.training.policy import Policy
 
 __all__ = ["PolicyUpdate", "UpdateStats"]

@@ -55,8 +55,8 @@ from agentbolt.algorithms.sft.selection import (
     load_records,
     select_rollouts,
 )
-from agentbolt.training.publish import NoGatewayError, Publisher, engine_info, policy_device
-from agentbolt.training.versions import PublishedVersions, resume_version
+from agentbolt.training.publish import NoGatewayError, engine_info, policy_device
+from agentbolt.training.sync import PolicySync, PublishSettings, probe_of
 from agentbolt.types import Rollout, RolloutMode, RolloutStatus
 
 __all__ = ["SFT", "SFTResult"]
@@ -117,7 +117,7 @@ class SFT(Algorithm):
         self.tokenizer = tokenizer
         self.console = console or Console(stderr=True)
         self.policy: Any = None
-        self._publisher: Any = None
+        self._sync: PolicySync | None = None
         self._failed_steps = FailedStepsWatch(self.config.max_failed_steps, "SFT")
 
     # ------------------------------------------------------------------ setup
@@ -174,12 +174,11 @@ class SFT(Algorithm):
         given = await self._given_rollouts(ctx) if found is None else None  # before this run makes any
         info = await engine_info(control) if control is not None else None
         self.policy = policy = await asyncio.to_thread(self._make_policy, control, policy_device(None, info))
-        self._publisher = None if info is None or control is None else Publisher(control, policy, info,
-                                                              adapter_dir=run_dir / "adapters")
-        if self._publisher is not None:
-            self._publisher.require_supported()
-            if self.model is not None and found is None:  # its own weights: the engine must serve them
-                await self._publisher.adopt_served_base()
+        # publishing, and versions never reused: the same guard as GRPO's (training.sync)
+        self._sync = None if info is None or control is None else PolicySync(control, policy, info,
+                                                                             PublishSettings(), run_dir)
+        if self._sync is not None and self.model is not None and found is None:
+            await self._sync.publisher.adopt_served_base()  # its own weights: the engine must serve them
         update = SFTUpdate(policy, cfg)
         metrics = run.open_metrics(cfg.loggers, ctx.store, cfg)
         result = SFTResult(iterations=0, policy_version=None, run_dir=run_dir)
@@ -196,11 +195,8 @@ class SFT(Algorithm):
                 policy.load_trainable_state(found.weights)
                 first = found.step + 1
                 result.n_records = list(found.state.get("n_records", []))
-                if self._publisher is not None:  # under a version never used before (see training.versions)
-                    again = resume_version(found.state.get("policy_version"), PublishedVersions(run_dir).read(),
-                                           version)
-                    PublishedVersions(run_dir).note(again)
-                    version, _ = await self._publisher.publish(again)
+                if self._sync is not None:  # under a version never used before (see training.versions)
+                    version = await self._sync.resume(found.state, found.step)
                 self.console.print(f"[bold]SFT[/]: resumed from {found.path} (iteration {found.step} done, "
                                    f"policy version {version})")
             evaluate = control is not None and bool(ctx.val_dataset)
@@ -268,11 +264,9 @@ class SFT(Algorithm):
             stats = await asyncio.to_thread(update.run, data.samples, iteration=it, on_step=on_step)
         values.update(stats.as_metrics())
         values["time/update_s"] = time.perf_counter() - t_update
-        if self._publisher is not None:
+        if self._sync is not None:
             t_sync = time.perf_counter()
-            new_version = None if version is None else version + 1
-            PublishedVersions(run_dir).note(new_version)
-            version, checked = await self._publisher.publish(new_version, data.samples[0].input_ids)
+            version, checked = await self._sync.publish(version, it, probe_of(data.samples))
             values.update(checked)
             values["time/sync_s"] = time.perf_counter() - t_sync
         values.update({"policy_version": version, "time/iteration_s": time.perf_counter() - t0})

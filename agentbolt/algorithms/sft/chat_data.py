@@ -56,6 +56,16 @@ class ChatSample:
     def num_trained(self) -> int:
         return sum(label != IGNORE_INDEX for label in self.labels)
 
+    @property
+    def token_ids(self) -> list[int]:
+        """``input_ids``: a :class:`~agentbolt.training.batch.TokenSequence`."""
+        return self.input_ids
+
+    @property
+    def loss_mask(self) -> list[int]:
+        """1 on the trained (labelled) tokens."""
+        return [int(label != IGNORE_INDEX) for label in self.labels]
+
     def __len__(self) -> int:
         return len(self.input_ids)
 

@@ -10,8 +10,11 @@ current weights, with a fresh optimizer and learning-rate schedule:
    is divided by N, the number of assistant tokens of the **whole batch**, and
    back-propagated — so the accumulated gradient is that of the batch's
    **per-token mean NLL** (every assistant token weighs the same, long answers weigh more
-   than short ones). The tokens all rows of a micro-batch start with (an agent's system
-   prompt and few-shot turns) go through the model once (:func:`shared_prefix_length`);
+   than short ones). Batching is the training core's (:mod:`agentbolt.training.batch`:
+   each record a unit of :func:`~agentbolt.training.batch.pack`, padded by
+   :func:`~agentbolt.training.batch.pad`); the tokens the rows of a micro-batch start
+   with (an agent's system prompt and few-shot turns; one prefix per group of rows when
+   they hold several agents' prompts) go through the model once;
 3. clip the global gradient norm, set the learning rate, step AdamW.
 
 A sharded policy (``sharding="fsdp"``): every rank runs the whole batch on its shards
@@ -39,10 +42,11 @@ from agentbolt.algorithms.sft.chat_data import IGNORE_INDEX, ChatSample
 from agentbolt.algorithms.sft.config import SFTConfig
 from agentbolt.training import distributed as dist
 from agentbolt.training import fsdp
+from agentbolt.training.batch import pack, pad
 from agentbolt.training.logprobs import prefixed_hidden, split_head
 from agentbolt.training.policy import Policy, prefix_sharing_ok
 
-__all__ = ["SFTStats", "SFTUpdate", "assistant_nll", "learning_rate_at", "shared_prefix_length"]
+__all__ = ["SFTStats", "SFTUpdate", "assistant_nll", "learning_rate_at"]
 
 StepCallback = Callable[[int, int, float, float], None]
 """``(optimizer step done, total steps, batch loss, learning rate)``."""
@@ -91,7 +95,7 @@ def learning_rate_at(step: int, total: int, peak: float, warmup_ratio: float, sc
 
 
 def assistant_nll(model: Any, input_ids: Tensor, attention_mask: Tensor, labels: Tensor, *,
-                  shared_prefix: int = 0) -> tuple[Tensor, int]:
+                  shared_prefix: int = 0, prefix_group: Tensor | None = None) -> tuple[Tensor, int]:
     """Summed NLL of the labelled tokens (``labels != -100``) given the tokens before them, and their count.
 
     Only the labelled positions go through the output layer (a chat record trains a few
@@ -103,6 +107,8 @@ def assistant_nll(model: Any, input_ids: Tensor, attention_mask: Tensor, labels:
     the tokens up to P is labelled (the system prompt and few-shot turns all records of
     an agent start with). They go through the model once and their keys/values are
     shared by every row — exact: the gradient of the shared part is the sum over rows.
+    ``prefix_group`` (``[N]``): rows of one group share their first P tokens, rows of
+    different groups need not (:func:`~agentbolt.training.batch.prefix_groups`).
     Not under gradient checkpointing, which turns the cache off: then the rows run whole."""
     split = split_head(model)
     if split is None:
@@ -113,55 +119,13 @@ def assistant_nll(model: Any, input_ids: Tensor, attention_mask: Tensor, labels:
     backbone, head = split
     P = shared_prefix if input_ids.shape[0] > 1 and prefix_sharing_ok(backbone) else 0
     if P > 0:  # positions P..T-1
-        hidden = prefixed_hidden(backbone, input_ids, attention_mask, P, None)
+        hidden = prefixed_hidden(backbone, input_ids, attention_mask, P, prefix_group)
     else:
         hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
     targets = labels[:, P + 1 :]  # hidden state at position t predicts token t + 1
     mask = targets != IGNORE_INDEX
     logits = head(hidden[:, :-1][mask]).float()
     return F.cross_entropy(logits, targets[mask], reduction="sum"), int(mask.sum())
-
-
-def shared_prefix_length(samples: Sequence[ChatSample]) -> int:
-    """The tokens every sample starts with, up to (not including) the token before the
-    first labelled one: what :func:`assistant_nll` may compute once for all rows."""
-    if len(samples) < 2:
-        return 0
-    limit = min(next(t for t, label in enumerate(s.labels) if label != IGNORE_INDEX) for s in samples) - 1
-    first = samples[0].input_ids
-    n = 0
-    while n < limit and all(s.input_ids[n] == first[n] for s in samples):
-        n += 1
-    return max(n, 0)
-
-
-def micro_batches(samples: Sequence[ChatSample], token_budget: int) -> list[list[ChatSample]]:
-    """Consecutive groups whose padded size (rows × longest) stays within ``token_budget``."""
-    out: list[list[ChatSample]] = []
-    current: list[ChatSample] = []
-    longest = 0
-    for s in samples:
-        if current and (len(current) + 1) * max(longest, len(s)) > token_budget:
-            out.append(current)
-            current, longest = [], 0
-        current.append(s)
-        longest = max(longest, len(s))
-    if current:
-        out.append(current)
-    return out
-
-
-def collate(samples: Sequence[ChatSample], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 on padding)."""
-    T = max(len(s) for s in samples)
-    ids = torch.full((len(samples), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(samples), T), dtype=torch.long)
-    labels = torch.full((len(samples), T), IGNORE_INDEX, dtype=torch.long)
-    for i, s in enumerate(samples):
-        ids[i, : len(s)] = torch.tensor(s.input_ids)
-        mask[i, : len(s)] = 1
-        labels[i, : len(s)] = torch.tensor(s.labels)
-    return ids.to(device), mask.to(device), labels.to(device)
 
 
 class SFTUpdate:
@@ -200,10 +164,12 @@ class SFTUpdate:
                 norm = N * (dist.world_size() if policy.sharded else 1)
                 optimizer.zero_grad(set_to_none=True)
                 batch_nll = 0.0
-                for mb in micro_batches(batch, cfg.micro_batch_tokens):
-                    ids, mask, labels = collate(mb, policy.pad_id, policy.device)
+                for mb in pack([[s] for s in batch], cfg.micro_batch_tokens):
+                    rows = pad(mb, policy.pad_id).to(policy.device)
                     with policy.autocast():
-                        nll, _ = assistant_nll(policy.model, ids, mask, labels, shared_prefix=shared_prefix_length(mb))
+                        nll, _ = assistant_nll(policy.model, rows.input_ids, rows.attention_mask,
+                                               rows.labels(IGNORE_INDEX), shared_prefix=rows.shared_prefix,
+                                               prefix_group=rows.prefix_group)
                     (nll / norm).backward()
                     batch_nll += float(nll.detach())
                 if policy.sharded:

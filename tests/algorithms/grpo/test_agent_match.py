@@ -28,7 +28,6 @@ from agentbolt.algorithms.grpo import (
     apply_advantages,
     compute_advantages,
 )
-from agentbolt.algorithms.grpo.batch import collate
 from agentbolt.algorithms.grpo.loss import grpo_loss
 from agentbolt.algorithms.grpo.update import PolicyUpdate
 from agentbolt.engines.transformers_engine import TransformersEngine
@@ -37,6 +36,7 @@ from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.metrics import read_jsonl
 from agentbolt.models import tiny_model
 from agentbolt.store.memory import MemoryStore
+from agentbolt.training.batch import collate
 from agentbolt.types import Span
 
 

@@ -17,9 +17,9 @@ from tolerances import assert_same_sums  # noqa: E402
 
 from agentbolt.adapters import extract_model_calls  # noqa: E402
 from agentbolt.adapters.samples import Sample, build_samples  # noqa: E402
-from agentbolt.algorithms.grpo.batch import collate, prefix_groups, trained_tokens  # noqa: E402
 from agentbolt.algorithms.grpo.loss import grpo_loss  # noqa: E402
 from agentbolt.models import tiny_model  # noqa: E402
+from agentbolt.training.batch import collate, prefix_groups, trained_tokens  # noqa: E402
 from agentbolt.training.lora import LoraSettings  # noqa: E402
 from agentbolt.training.policy import Policy  # noqa: E402
 

@@ -9,15 +9,16 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from tolerances import assert_same_sums  # noqa: E402
+
 from agentbolt.adapters.samples import Sample
-from agentbolt.algorithms.grpo.batch import collate
 from agentbolt.algorithms.grpo.config import GRPOConfig
-from agentbolt.training.lora import LoraSettings
-from agentbolt.training.policy import Policy
 from agentbolt.algorithms.grpo.update import PolicyUpdate
 from agentbolt.algorithms.sft.update import assistant_nll
 from agentbolt.models import tiny_model
-from tolerances import assert_same_sums  # noqa: E402
+from agentbolt.training.batch import collate
+from agentbolt.training.lora import LoraSettings
+from agentbolt.training.policy import Policy
 
 LORA = LoraSettings(r=4, alpha=8, target_modules=["q_proj", "v_proj"])
 PREFIX = list(range(3, 23))  # 20 shared tokens: a shared-prefix forward

@@ -14,9 +14,9 @@ from agentbolt.algorithms.grpo.advantages import GroupMember, apply_advantages, 
 from agentbolt.algorithms.grpo.groups import Group
 from agentbolt.algorithms.grpo.overlong import filter_overlong
 from agentbolt.algorithms.grpo.row_accounting import row_metrics
-from agentbolt.algorithms.grpo.staleness import split_stale
 from agentbolt.metrics.rows import DROP_REASONS, why_nothing_trained
 from agentbolt.store.memory import MemoryStore
+from agentbolt.training.staleness import split_stale
 from algorithms.stored_rollouts import succeeded_rollout
 
 

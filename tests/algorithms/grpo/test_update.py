@@ -11,13 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from tolerances import assert_same_sums  # noqa: E402
+
 from agentbolt.algorithms.grpo import Sample  # noqa: E402
 from agentbolt.algorithms.grpo.config import GRPOConfig  # noqa: E402
-from agentbolt.training.lora import LoraSettings  # noqa: E402
-from agentbolt.training.policy import Policy  # noqa: E402
 from agentbolt.algorithms.grpo.update import PolicyUpdate  # noqa: E402
 from agentbolt.models import tiny_model  # noqa: E402
-from tolerances import assert_same_sums  # noqa: E402
+from agentbolt.training.lora import LoraSettings  # noqa: E402
+from agentbolt.training.policy import Policy  # noqa: E402
 
 
 def _policy(lora: bool = True) -> Policy:
@@ -138,7 +139,7 @@ def _group(policy: Policy, prompt_len: int = 24) -> list[Sample]:
 
 @pytest.mark.parametrize("lora", [True, False])
 def test_a_shared_prompt_goes_through_the_model_once_with_the_same_logprobs_and_gradients(lora: bool) -> None:
-    from agentbolt.algorithms.grpo.batch import collate, shared_prefix
+    from agentbolt.training.batch import collate, shared_prefix
 
     policy = _policy(lora)
     samples = _group(policy)
@@ -160,7 +161,7 @@ def test_a_shared_prompt_goes_through_the_model_once_with_the_same_logprobs_and_
 
 
 def test_no_shared_prefix_when_prompts_differ_early_or_a_row_is_alone() -> None:
-    from agentbolt.algorithms.grpo.batch import shared_prefix
+    from agentbolt.training.batch import shared_prefix
 
     policy = _policy()
     assert shared_prefix(_group(policy)[:1]) == 0
@@ -193,8 +194,8 @@ def _long_rollout(policy: Policy) -> list[Sample]:
 
 
 def _gradients(policy: Policy, samples: list[Sample], budget: int) -> tuple[list[torch.Tensor], int]:
-    from agentbolt.algorithms.grpo.batch import collate, micro_batches, trained_tokens
     from agentbolt.algorithms.grpo.loss import grpo_loss
+    from agentbolt.training.batch import collate, micro_batches, trained_tokens
 
     policy.model.zero_grad(set_to_none=True)
     groups = micro_batches(samples, budget)
@@ -218,7 +219,7 @@ def test_a_rollout_over_the_token_budget_is_split_and_the_gradient_does_not_chan
 
 
 def test_micro_batches_keep_rollouts_whole_when_they_fit_and_split_only_between_samples() -> None:
-    from agentbolt.algorithms.grpo.batch import micro_batches
+    from agentbolt.training.batch import micro_batches
 
     samples = _long_rollout(_policy())
     parts = micro_batches(samples, 30)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agentbolt.adapters.samples import Sample
-from agentbolt.algorithms.grpo.staleness import split_stale
 from agentbolt.engines.weight_update import WeightUpdate
+from agentbolt.training.staleness import split_stale
 from agentbolt.training.versions import (
     PublishedVersions,
     VersionLineage,
@@ -125,8 +125,8 @@ class _Policy:
 
 async def test_a_fresh_run_in_an_old_run_dir_does_not_hand_out_its_numbers_again(tmp_path: Path) -> None:
     from agentbolt.algorithms.grpo.config import GRPOConfig
-    from agentbolt.algorithms.grpo.sync import PolicySync
     from agentbolt.training.publish import EngineInfo
+    from agentbolt.training.sync import PolicySync
 
     PublishedVersions(tmp_path).note(6)  # an earlier run in this directory published up to v6
     info = EngineInfo("transformers", None, None, ("state_dict", "lora"), local=False)

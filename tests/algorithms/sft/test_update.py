@@ -12,20 +12,26 @@ torch = pytest.importorskip("torch")
 from agentbolt.algorithms import SFTConfig
 from agentbolt.training.policy import Policy
 from agentbolt.algorithms.sft import encode_records
+from agentbolt.algorithms.sft.chat_data import IGNORE_INDEX
 from agentbolt.algorithms.sft.update import (
     SFTUpdate,
     assistant_nll,
-    collate,
     learning_rate_at,
-    micro_batches,
 )
 from agentbolt.models import tiny_model
+from agentbolt.training.batch import pack, pad, shared_prefix
 from tolerances import assert_same_sums
 
 
 def records(n: int) -> list[dict]:
     return [{"messages": [{"role": "user", "content": f"say {i % 3}" + "!" * i},
                           {"role": "assistant", "content": f"number {i % 3}"}]} for i in range(n)]
+
+
+def collate(samples: list, pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 on untrained tokens)."""
+    rows = pad(samples, pad_id).to(device)
+    return rows.input_ids, rows.attention_mask, rows.labels(IGNORE_INDEX)
 
 
 def policy(lora: bool = False) -> Policy:
@@ -51,7 +57,7 @@ def test_nll_is_that_of_the_full_logits_on_assistant_tokens_only() -> None:
 def test_micro_batches_respect_the_token_budget_and_add_up_to_the_batch_gradient() -> None:
     pol = policy(lora=True)
     samples = encode_records(records(6), pol.tokenizer, max_seq_len=512).samples
-    groups = micro_batches(samples, token_budget=2 * max(len(s) for s in samples))
+    groups = pack([[s] for s in samples], 2 * max(len(s) for s in samples))
     assert len(groups) > 1 and all(len(g) * max(len(s) for s in g) <= 2 * max(len(s) for s in samples) or len(g) == 1
                                    for g in groups)
     assert [s for g in groups for s in g] == samples
@@ -92,13 +98,11 @@ def test_training_lowers_the_loss_and_reports_what_it_did() -> None:
 
 
 def test_a_shared_prefix_computed_once_gives_the_same_loss_and_gradients() -> None:
-    from agentbolt.algorithms.sft.update import shared_prefix_length
-
     pol = policy(lora=True)
     system = {"role": "system", "content": "You answer with a number. Example: say 7 -> number 7."}
     recs = [{"messages": [system, *r["messages"]]} for r in records(4)]
     samples = encode_records(recs, pol.tokenizer, max_seq_len=512).samples
-    P = shared_prefix_length(samples)
+    P = shared_prefix(samples)
     first_label = min(s.labels.index(next(x for x in s.labels if x != -100)) for s in samples)
     assert 40 < P < first_label
 

@@ -1,8 +1,9 @@
-"""Maximum policy lag: which samples are too stale to train on.
+"""Maximum policy lag: which samples are too stale to train on (GRPO's async schedule, and any
+trainer that trains on tokens an engine sampled while it trained).
 
 A token sampled by policy version v and trained at version V has lag V − v. The async
 schedule keeps sampling while it trains, so lag grows; the importance weight corrects a
-small lag (:mod:`.loss`), and ``max_lag`` bounds it. A rollout is the unit: if any of
+small lag (:mod:`agentbolt.algorithms.grpo.loss`), and ``max_lag`` bounds it. A rollout is the unit: if any of
 its trained tokens lags more than ``max_lag``, all its samples are dropped — keeping
 part of a rollout would change its per-rollout normalisation. Tokens whose version was
 not recorded (an engine that reports none) are trusted as fresh.

@@ -1,43 +1,89 @@
-"""GRPO's side of "what is trained is what is served": one object per run that publishes
-the policy, numbers its versions and says which samples may be trained on.
+"""A trainer's side of "what is trained is what is served": one object per run (GRPO, SFT,
+later ones) that publishes the policy, numbers its versions and says which samples may be
+trained on.
 
 * **publish** (:class:`~agentbolt.training.publish.Publisher`): in the format the engine
   takes (tensors, or an adapter directory for vLLM), checked against an in-process engine
   on a probe of the step's own tokens after every publish;
-* **versions** (:mod:`.versions`): the next version is noted in ``run_dir/versions.json``
-  before it is published, and mapped to the number of updates behind it; a resumed run
-  republishes its checkpoint under a version never used before;
+* **versions** (:mod:`.versions`): every publish is numbered above the version served
+  before it *and* above every version this run directory has published (a fresh run in an
+  old ``run_dir`` does not hand out its numbers again); the number is noted in
+  ``run_dir/versions.json`` before it is published, and mapped to the number of updates
+  behind it; a resumed run republishes its checkpoint under a version never used before;
+* **staleness** (:mod:`.staleness`): which samples are within ``max_policy_lag`` updates;
 * **π_old** (:func:`~agentbolt.training.publish.numerics_match`): when the engine does
   not compute the trainer's logprobs for the same weights (another dtype or device, or an
-  engine elsewhere), the update recomputes π_old for every sample.
+  engine elsewhere), a policy-gradient update recomputes π_old for every sample.
+
+What it reads of the run's config is :class:`SyncSettings` (GRPO's config is one;
+:class:`PublishSettings` holds the defaults for a trainer without those knobs, SFT).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentbolt.adapters.samples import Sample
-from agentbolt.algorithms.grpo.config import GRPOConfig
-from agentbolt.algorithms.grpo.staleness import StalenessSplit, split_stale
 from agentbolt.training.publish import EngineInfo, Publisher, numerics_match
+from agentbolt.training.staleness import StalenessSplit, split_stale
 from agentbolt.training.versions import (
     PublishedVersions,
     VersionLineage,
     resume_version,
 )
 
-__all__ = ["PolicySync"]
+if TYPE_CHECKING:
+    from agentbolt.training.batch import TokenSequence
 
-log = logging.getLogger("agentbolt.algorithms.grpo")
+__all__ = ["PolicySync", "PublishSettings", "SyncSettings", "probe_of"]
+
+log = logging.getLogger("agentbolt.training")
+
+
+class SyncSettings(Protocol):
+    """What :class:`PolicySync` reads of a run's config."""
+
+    @property
+    def adapter_dir(self) -> str | None:
+        """Where adapters are saved for engines that read them from disk (None: ``run_dir/adapters``)."""
+        ...
+
+    @property
+    def check_publish(self) -> bool:
+        """Probe the engine's logprobs after each publish."""
+        ...
+
+    @property
+    def publish_tolerance(self) -> float: ...
+
+    @property
+    def recompute_old_logprobs(self) -> bool | None:
+        """None: decided by :func:`~agentbolt.training.publish.numerics_match`."""
+        ...
+
+    @property
+    def max_policy_lag(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PublishSettings:
+    """:class:`SyncSettings` with the defaults of GRPO's config, for a trainer that has no such knobs (SFT)."""
+
+    adapter_dir: str | None = None
+    check_publish: bool = True
+    publish_tolerance: float = 1e-3
+    recompute_old_logprobs: bool | None = None
+    max_policy_lag: int = 2
 
 
 class PolicySync:
-    """Publishing, version bookkeeping and the π_old decision of one GRPO run."""
+    """Publishing, version bookkeeping and the π_old decision of one training run."""
 
-    def __init__(self, control: Any, policy: Any, info: EngineInfo, config: GRPOConfig, run_dir: Path) -> None:
+    def __init__(self, control: Any, policy: Any, info: EngineInfo, config: SyncSettings, run_dir: Path) -> None:
         self.config = config
         self.info = info
         self.publisher = Publisher(control, policy, info, adapter_dir=config.adapter_dir or run_dir / "adapters",
@@ -108,6 +154,6 @@ class PolicySync:
         return {"lineage": self.lineage.to_json()}
 
 
-def probe_of(samples: Sequence[Sample]) -> list[int] | None:
+def probe_of(samples: Sequence[TokenSequence]) -> list[int] | None:
     """The tokens to probe the engine with after a publish: the first sample's."""
     return list(samples[0].token_ids) if samples else None
