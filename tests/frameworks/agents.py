@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 QUESTION = "What is 2 + 3?"
@@ -19,8 +20,18 @@ ADD_SCHEMA = {"type": "function", "function": {
                    "required": ["a", "b"]}}}
 
 
+TOOL_CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
+"""What the scripted model writes to call the tool (the hermes format: the gateway parses it
+into an API tool call)."""
+
+
 def _add(a: int, b: int) -> int:
     return a + b
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return _add(a, b)
 
 
 def plain_openai_chat(base_url: str, api_key: str) -> str:
@@ -171,6 +182,151 @@ def litellm(base_url: str, api_key: str) -> str:
     raise RuntimeError("no final answer")
 
 
+
+
+def pydantic_ai_chat(base_url: str, api_key: str) -> str:
+    """PydanticAI's ``Agent`` on ``OpenAIChatModel`` (Chat Completions)."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    model = OpenAIChatModel("policy", provider=OpenAIProvider(base_url=base_url, api_key=api_key))
+    agent = Agent(model, name="calc", instructions=INSTRUCTIONS, tools=[add])
+    return str(agent.run_sync(QUESTION).output)
+
+
+def pydantic_ai_responses(base_url: str, api_key: str) -> str:
+    """PydanticAI's ``Agent`` on ``OpenAIResponsesModel`` (the Responses API)."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    model = OpenAIResponsesModel("policy", provider=OpenAIProvider(base_url=base_url, api_key=api_key))
+    agent = Agent(model, name="calc", instructions=INSTRUCTIONS, tools=[add])
+    return str(agent.run_sync(QUESTION).output)
+
+
+def smolagents(base_url: str, api_key: str) -> str:
+    """smolagents' ``ToolCallingAgent`` on ``OpenAIServerModel`` (Chat Completions). It ends
+    by calling its own ``final_answer`` tool."""
+    from smolagents import OpenAIServerModel, ToolCallingAgent, tool
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers.
+
+        Args:
+            a: the first integer.
+            b: the second integer.
+        """
+        return _add(a, b)
+
+    agent = ToolCallingAgent(tools=[add], model=OpenAIServerModel("policy", api_base=base_url, api_key=api_key),
+                             name="calc", instructions=INSTRUCTIONS, max_steps=3, verbosity_level=0)
+    return str(agent.run(QUESTION))
+
+
+def _run_llama_index(agent: Any) -> str:
+    """Run a LlamaIndex workflow agent on the question (``run`` wants a running event loop)."""
+
+    async def run() -> str:
+        return str(await agent.run(user_msg=QUESTION))
+
+    return asyncio.run(run())
+
+
+def _llama_index_llm(base_url: str, api_key: str) -> Any:
+    from llama_index.llms.openai_like import OpenAILike
+
+    return OpenAILike(model="policy", api_base=base_url, api_key=api_key, is_chat_model=True,
+                      is_function_calling_model=True, context_window=8192)
+
+
+def llama_index_function(base_url: str, api_key: str) -> str:
+    """LlamaIndex's ``FunctionAgent`` on ``OpenAILike`` (Chat Completions, tool calls)."""
+    from llama_index.core.agent.workflow import FunctionAgent
+
+    agent = FunctionAgent(name="calc", tools=[add], llm=_llama_index_llm(base_url, api_key),
+                          system_prompt=INSTRUCTIONS)
+    return _run_llama_index(agent)
+
+
+def llama_index_react(base_url: str, api_key: str) -> str:
+    """LlamaIndex's ``ReActAgent`` on ``OpenAILike``: tools described in the prompt, the
+    model writes ``Thought/Action/Action Input`` text (no API tool calls)."""
+    from llama_index.core.agent.workflow import ReActAgent
+
+    agent = ReActAgent(name="calc", tools=[add], llm=_llama_index_llm(base_url, api_key),
+                       system_prompt=INSTRUCTIONS)
+    return _run_llama_index(agent)
+
+
+def google_adk(base_url: str, api_key: str) -> str:
+    """Google ADK's ``LlmAgent`` on its ``LiteLlm`` model (provider ``openai/``)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from google.adk.agents import LlmAgent
+    from google.adk.models.lite_llm import LiteLlm
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    agent = LlmAgent(name="calc", model=LiteLlm(model="openai/policy", api_base=base_url, api_key=api_key),
+                     instruction=INSTRUCTIONS, tools=[add])
+
+    async def run() -> str:
+        runner = InMemoryRunner(agent=agent, app_name="calc")
+        session = await runner.session_service.create_session(app_name="calc", user_id="user")
+        question = types.Content(role="user", parts=[types.Part(text=QUESTION)])
+        text = ""
+        async for event in runner.run_async(user_id="user", session_id=session.id, new_message=question):
+            if event.is_final_response() and event.content and event.content.parts:
+                text = "".join(part.text or "" for part in event.content.parts)
+        return text
+
+    return asyncio.run(run())
+
+
+def strands(base_url: str, api_key: str) -> str:
+    """Strands Agents' ``Agent`` on its ``OpenAIModel`` provider (Chat Completions, streamed)."""
+    from strands import Agent, tool
+    from strands.models.openai import OpenAIModel
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return _add(a, b)
+
+    model = OpenAIModel(client_args={"base_url": base_url, "api_key": api_key}, model_id="policy")
+    agent = Agent(model=model, tools=[add], system_prompt=INSTRUCTIONS, name="calc", callback_handler=None)
+    return str(agent(QUESTION))
+
+
+def haystack(base_url: str, api_key: str) -> str:
+    """Haystack's ``Agent`` component on ``OpenAIChatGenerator`` (Chat Completions)."""
+    from haystack.components.agents import Agent
+    from haystack.components.generators.chat import OpenAIChatGenerator
+    from haystack.dataclasses import ChatMessage
+    from haystack.tools import Tool
+    from haystack.utils import Secret
+
+    function = ADD_SCHEMA["function"]
+    add = Tool(name=function["name"], description=function["description"], parameters=function["parameters"],
+               function=_add)
+    generator = OpenAIChatGenerator(api_key=Secret.from_token(api_key), model="policy", api_base_url=base_url)
+    agent = Agent(chat_generator=generator, tools=[add], system_prompt=INSTRUCTIONS)
+    agent.warm_up()
+    return str(agent.run(messages=[ChatMessage.from_user(QUESTION)])["messages"][-1].text)
+
+
+def dspy_react(base_url: str, api_key: str) -> str:
+    """DSPy's ``ReAct`` on ``dspy.LM`` (LiteLLM, provider ``openai/``), with its cache off:
+    the cache keys on the prompt, not the base URL."""
+    import dspy
+
+    lm = dspy.LM("openai/policy", api_base=base_url, api_key=api_key, cache=False)
+    with dspy.context(lm=lm):
+        return str(dspy.ReAct("question -> answer", tools=[add])(question=QUESTION).answer)
+
+
 FRAMEWORKS: dict[str, tuple[str, Callable[[str, str], str]]] = {
     # name: (the module that must be importable, the agent)
     "openai-chat": ("openai", plain_openai_chat),
@@ -180,4 +336,60 @@ FRAMEWORKS: dict[str, tuple[str, Callable[[str, str], str]]] = {
     "langgraph": ("langgraph", langgraph),
     "litellm": ("litellm", litellm),
     "autogen": ("autogen_ext.models.openai", autogen),
+    "pydantic-ai-chat": ("pydantic_ai", pydantic_ai_chat),
+    "pydantic-ai-responses": ("pydantic_ai", pydantic_ai_responses),
+    "smolagents": ("smolagents", smolagents),
+    "llama-index-function": ("llama_index.llms.openai_like", llama_index_function),
+    "llama-index-react": ("llama_index.llms.openai_like", llama_index_react),
+    "google-adk": ("google.adk", google_adk),
+    "strands": ("strands", strands),
+    "haystack": ("haystack", haystack),
+    "dspy": ("dspy", dspy_react),
 }
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One run of a framework's agent through the gateway: what the scripted model answers,
+    call by call (the last answer repeats), and what the rollout must come out as."""
+
+    replies: tuple[str, ...] = (TOOL_CALL, "The answer is 5.")
+    calls: int = 2
+    """Model calls the agent makes."""
+    samples: int = 1
+    """Training samples the rollout becomes: more than one where the framework rewrites the
+    history between calls, so a later prompt does not extend the earlier one."""
+    token_exact: bool = True
+    """Whether the last call's prompt is the earlier call's tokens continued (the gateway did
+    not have to render it anew)."""
+    api_tool_calls: bool = True
+    """Whether the tool call travels as an API tool call (False: as text in the prompt)."""
+
+
+def _dspy_fields(**fields: str) -> str:
+    """A reply in DSPy's ``ChatAdapter`` format: ``[[ ## field ## ]]`` sections."""
+    return "".join(f"[[ ## {name} ## ]]\n{value}\n\n" for name, value in fields.items()) + "[[ ## completed ## ]]"
+
+
+ROLLOUTS: dict[str, Rollout] = {
+    # the frameworks whose run differs from Rollout()'s: a tool call, then the answer
+    "smolagents": Rollout(  # tool_choice="required": the gateway writes the opening <tool_call> itself;
+        # it answers through its own final_answer tool, and writes earlier calls back as text
+        replies=(TOOL_CALL.removeprefix("<tool_call>\n"),
+                 '{"name": "final_answer", "arguments": {"answer": "The answer is 5."}}\n</tool_call>'),
+        samples=2, token_exact=False, api_tool_calls=False),
+    "llama-index-react": Rollout(  # tools in the system prompt, calls as ReAct text
+        replies=('Thought: I need to use a tool.\nAction: add\nAction Input: {"a": 2, "b": 3}',
+                 "Thought: I can answer without using any more tools.\nAnswer: The answer is 5."),
+        samples=2, token_exact=False, api_tool_calls=False),
+    "dspy": Rollout(  # ReAct steps in its field format, then the extract step; each prompt anew
+        replies=(_dspy_fields(next_thought="I add them.", next_tool_name="add", next_tool_args='{"a": 2, "b": 3}'),
+                 _dspy_fields(next_thought="I have the sum.", next_tool_name="finish", next_tool_args="{}"),
+                 _dspy_fields(reasoning="2 + 3 = 5.", answer="The answer is 5.")),
+        calls=3, samples=3, token_exact=False, api_tool_calls=False),
+}
+
+
+def rollout(name: str) -> Rollout:
+    """How framework ``name``'s agent runs through the gateway (see :class:`Rollout`)."""
+    return ROLLOUTS.get(name, Rollout())
