@@ -1,7 +1,9 @@
 """One small tool-using agent per framework, each pointed at a gateway URL the way a user
 points it at any OpenAI-compatible server: ``base_url`` + ``api_key`` (inside a rollout,
 ``llm.endpoint`` / ``llm.api_key``). Each answers "What is 2 + 3?" with an ``add`` tool and
-returns its final text."""
+returns its final text. ``ROLLOUTS`` says, for the frameworks that differ from the plain
+run (a tool call, then the answer, one training sample), what the scripted model answers
+and what the rollout comes out as."""
 
 from __future__ import annotations
 
@@ -301,7 +303,9 @@ def strands(base_url: str, api_key: str) -> str:
 
 
 def haystack(base_url: str, api_key: str) -> str:
-    """Haystack's ``Agent`` component on ``OpenAIChatGenerator`` (Chat Completions)."""
+    """Haystack's ``Agent`` component on ``OpenAIChatGenerator`` (Chat Completions). Its
+    ``Agent`` has no name."""
+    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # else it sends usage data to PostHog
     from haystack.components.agents import Agent
     from haystack.components.generators.chat import OpenAIChatGenerator
     from haystack.dataclasses import ChatMessage

@@ -10,7 +10,8 @@ parsing), in each framework's own output format (native tool calls for smolagent
 ReAct text formats of LlamaIndex and DSPy). How the framework builds each prompt from the
 last is its own: that is what is recorded.
 
-Opt-in (the frameworks are not among agentbolt's test dependencies):
+Opt-in (it writes recordings; ``tests/frameworks/test_frameworks.py`` runs the same frameworks on
+every test run):
 ``AGENTBOLT_FRAMEWORK_EPISODES=dir`` writes each rollout's spans to
 ``dir/<framework>.jsonl.xz``, one span a line. The committed recordings are in
 ``benchmarks/data/framework_episodes``.
