@@ -50,6 +50,9 @@ LIBRARIES: tuple[_Library, ...] = (
     _Library("autogen_agentchat", "openinference.instrumentation.autogen_agentchat:AutogenAgentChatInstrumentor"),
     _Library("crewai", "openinference.instrumentation.crewai:CrewAIInstrumentor"),
     _Library("dspy", "openinference.instrumentation.dspy:DSPyInstrumentor"),
+    _Library("smolagents", "openinference.instrumentation.smolagents:SmolagentsInstrumentor"),
+    _Library("google.adk", "openinference.instrumentation.google_adk:GoogleADKInstrumentor"),
+    _Library("pydantic_ai", "agentbolt.tracing.pydantic_ai:PydanticAIInstrumentor"),
 )
 """What agentbolt instruments when installed: the ``openai`` client (sync, async, chat
 completions, completions, responses, streaming, tool calls), the ``anthropic`` client
