@@ -312,6 +312,9 @@ OI_GRAPH_NODE = "graph.node.name"
 OI_GRAPH_NODE_ID = "graph.node.id"
 """The node of the agent graph a span belongs to: CrewAI's instrumentor writes the agent's
 role here, AutoGen AgentChat's and the OpenAI Agents SDK's the agent's name."""
+OI_SMOLAGENTS_SCOPE = "openinference.instrumentation.smolagents"
+"""``otel.scope.name`` of smolagents' instrumentor, which names an agent only in the name of
+its run span: ``<agent name>.run`` (the agent's class name when it has none)."""
 OI_TOOL_NAME = "tool.name"
 LANGCHAIN_METADATA = "metadata"
 """LangChain's run metadata (JSON); LangGraph puts the node that made a call in it."""

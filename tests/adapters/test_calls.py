@@ -237,3 +237,15 @@ def test_on_one_span_a_graph_nodes_name_wins_over_its_id() -> None:
     node = a.chain("n1", "node", {"graph.node.id": "node-7", "graph.node.name": "planner"})
     a.chat("c1", [user("plan")], parent=node.span_id)
     assert extract_model_calls(a.spans)[0].agent_name == "planner"
+
+
+def test_a_smolagents_run_span_names_the_agent_by_its_span_name() -> None:
+    # smolagents' OpenInference instrumentor writes the agent's name only as "<name>.run"
+    a = Attempt()
+    run = a.chain("r1", "calc.run", {"openinference.span.kind": "AGENT",
+                                     "otel.scope.name": "openinference.instrumentation.smolagents"})
+    step = a.chain("s1", "Step 1", {"openinference.span.kind": "CHAIN"}, parent=run.span_id)
+    a.chat("c1", [user("2+3?")], parent=step.span_id)
+    other = a.chain("r2", "other.run", {"openinference.span.kind": "AGENT"})  # another scope: not a name
+    a.chat("c2", [user("2+3?")], parent=other.span_id)
+    assert [c.agent_name for c in extract_model_calls(a.spans)] == ["calc", None]

@@ -10,7 +10,8 @@ parsing), in each framework's own output format (native tool calls for smolagent
 ReAct text formats of LlamaIndex and DSPy). How the framework builds each prompt from the
 last is its own: that is what is recorded.
 
-Opt-in (the frameworks are not among agentbolt's test dependencies):
+Opt-in (it writes recordings; ``tests/frameworks/test_frameworks.py`` runs the same frameworks on
+every test run):
 ``AGENTBOLT_FRAMEWORK_EPISODES=dir`` writes each rollout's spans to
 ``dir/<framework>.jsonl.xz``, one span a line. The committed recordings are in
 ``benchmarks/data/framework_episodes``.
@@ -38,8 +39,9 @@ from agentbolt.gateway import GatewayConfig
 from agentbolt.models import byte_tokenizer
 
 OUT = os.environ.get("AGENTBOLT_FRAMEWORK_EPISODES")
-pytestmark = pytest.mark.skipif(not OUT, reason="recording the framework episodes is opt-in: "
-                                                "AGENTBOLT_FRAMEWORK_EPISODES=dir")
+pytestmark = pytest.mark.skipif(
+    not OUT, reason="recording the framework episodes is opt-in: AGENTBOLT_FRAMEWORK_EPISODES=dir"
+)
 
 FIX = {"path": "calc.py", "old": "return a - b", "new": "return a + b"}
 
@@ -56,8 +58,12 @@ class Repo:
         return (self.root / path).read_text()
 
     def run_tests(self) -> str:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_calc.py"],
-                              cwd=self.root, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_calc.py"],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+        )
         return done.stdout[-600:]
 
     def replace(self, path: str, old: str, new: str) -> str:
@@ -85,14 +91,19 @@ def react(thought: str, action: str, **arguments: object) -> str:
 
 
 def dspy_step(thought: str, tool: str, **arguments: object) -> str:
-    return (f"[[ ## next_thought ## ]]\n{thought}\n\n[[ ## next_tool_name ## ]]\n{tool}\n\n"
-            f"[[ ## next_tool_args ## ]]\n{json.dumps(arguments)}\n\n[[ ## completed ## ]]")
+    return (
+        f"[[ ## next_thought ## ]]\n{thought}\n\n[[ ## next_tool_name ## ]]\n{tool}\n\n"
+        f"[[ ## next_tool_args ## ]]\n{json.dumps(arguments)}\n\n[[ ## completed ## ]]"
+    )
 
 
 SCRIPTS: dict[str, list[str]] = {
     "smolagents": [  # it asks for tool_choice="required"
-        required("read_file", path="calc.py"), required("run_tests"), required("replace", **FIX),
-        required("run_tests"), required("final_answer", answer="Fixed calc.py: add() returns a + b; the test passes."),
+        required("read_file", path="calc.py"),
+        required("run_tests"),
+        required("replace", **FIX),
+        required("run_tests"),
+        required("final_answer", answer="Fixed calc.py: add() returns a + b; the test passes."),
     ],
     "llamaindex-react": [
         react("I read the code first.", "read_file", path="calc.py"),
@@ -154,12 +165,22 @@ def llamaindex_agent(repo: Repo, base_url: str, api_key: str) -> str:
     from llama_index.core.tools import FunctionTool
     from llama_index.llms.openai_like import OpenAILike
 
-    tools = [FunctionTool.from_defaults(fn=repo.read_file, name="read_file", description="Read a file of the repo."),
-             FunctionTool.from_defaults(fn=repo.run_tests, name="run_tests", description="Run the repo's test."),
-             FunctionTool.from_defaults(fn=repo.replace, name="replace",
-                                        description="Replace the first occurrence of old by new in a file.")]
-    llm = OpenAILike(model="policy", api_base=base_url, api_key=api_key, is_chat_model=True,
-                     is_function_calling_model=False, context_window=200_000)
+    tools = [
+        FunctionTool.from_defaults(fn=repo.read_file, name="read_file", description="Read a file of the repo."),
+        FunctionTool.from_defaults(fn=repo.run_tests, name="run_tests", description="Run the repo's test."),
+        FunctionTool.from_defaults(
+            fn=repo.replace, name="replace", description="Replace the first occurrence of old by new in a file."
+        ),
+    ]
+    llm = OpenAILike(
+        model="policy",
+        api_base=base_url,
+        api_key=api_key,
+        is_chat_model=True,
+        is_function_calling_model=False,
+        context_window=200_000,
+    )
+
     async def run() -> str:  # the workflow starts on the running loop
         return str(await ReActAgent(tools=tools, llm=llm).run(TASK, max_iterations=10))
 

@@ -1,19 +1,22 @@
-"""The framework matrix: every framework of :data:`frameworks.agents.FRAMEWORKS` runs its
+"""The framework matrix: every framework of :data:`frameworks.registry.FRAMEWORKS` runs its
 tool-using agent **inside a rollout** (a real Runner, agentbolt's tracer on:
 ``Trainer(algorithm=Evaluate)``) on both paths a user can take:
 
 * **gateway** — the agent calls ``llm.endpoint`` / ``llm.api_key`` of the rollout's
   ``gateway_llm()``: the gateway (its own chat templating and hermes tool-call parsing)
-  in front of a scripted engine that writes the ``add`` call, then "The answer is 5.";
+  in front of a scripted engine that writes the framework's replies (the ``add`` call,
+  then "The answer is 5.", or the framework's own text format);
 * **tracer** — the agent calls a model server straight (:mod:`frameworks.tool_model`,
-  same answers, Chat Completions and Responses) and only the tracer's instrumentors
+  the same replies, Chat Completions and Responses) and only the tracer's instrumentors
   record the calls.
 
 Each (framework, path) checks: every model call the model answered is recorded once (the
-client's span and the gateway's twin are one call), with token ids on the gateway path;
-the rollout's calls build training samples (on the gateway path as many as the record
-says); where the framework has agents, every call carries the agent's name and
-``agent_match="^calc$"`` trains exactly those calls. A framework with ``venv=`` runs in
+client's span and the gateway's twin are one call), as many as the record says; the
+``add`` tool really ran (the last call's prompt holds the question, the call and its
+result); on the gateway path every call has token ids and logprobs, the last prompt is
+token-exact where the record says so, and the rollout makes the record's samples with
+merge rate ``1 - (samples - 1) / (calls - 1)``; every call carries the record's agent
+name, and where there is one ``agent_match="^calc$"`` trains exactly those calls. A framework with ``venv=`` runs in
 its cached venv as an ``agentbolt runner`` subprocess joined to this test's server (same
 gateway, same rollout); one whose calls the tracer cannot see is a strict xfail with the
 reason (``tracer_gap``).
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -41,21 +45,22 @@ from agentbolt.adapters.calls import ModelCall, extract_model_calls
 from agentbolt.adapters.samples import RolloutSamples, build_samples
 from agentbolt.adapters.triplets import MissingTokenIdsError
 from agentbolt.algorithms.evaluate import Evaluate
+from agentbolt.engines.tools.hermes import HermesParser
 from agentbolt.execution.external import ExternalStrategy
 from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.models import byte_tokenizer
 from agentbolt.runner import gateway_llm
-from agentbolt.semconv import GATEWAY_SCOPE
+from agentbolt.semconv import GATEWAY_SCOPE, LLM_PROMPT_SOURCE
 from agentbolt.server.testing import serve_in_thread
 from agentbolt.store.http import HttpStore
 from agentbolt.store.memory import MemoryStore
 from agentbolt.trainer import Trainer
 from agentbolt.types import LLM, Resource, Span
-from frameworks.agents import FRAMEWORKS, Framework
+from frameworks.agents import QUESTION
 from frameworks.in_rollout import framework_rollout
-from frameworks.tool_model import ANSWER, ToolModel, serve_tool_model
+from frameworks.registry import FRAMEWORKS, Framework
+from frameworks.tool_model import ToolModel, serve_tool_model
 
-CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "matrix-admin"
 PATHS = ("gateway", "tracer")
@@ -89,9 +94,13 @@ class Recorded:
 class Model:
     """The model of one test on one path: what the rollout's ``llm`` resource points at."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, framework: Framework) -> None:
         self.path = path
-        self.engine = ScriptedEngine(byte_tokenizer(), [CALL, ANSWER], tool_parser="hermes")
+        self.replies = framework.replies
+        written = list(framework.replies)
+        if framework.forces_tool_call:  # the gateway writes the opening of the call itself
+            written = [r.removeprefix(HermesParser().forced_prefix(None)) for r in written]
+        self.engine = ScriptedEngine(byte_tokenizer(), written, tool_parser="hermes")
         self.server: ToolModel | None = None
 
     @contextmanager
@@ -99,7 +108,7 @@ class Model:
         if self.path == "gateway":
             yield
             return
-        with serve_tool_model() as self.server:
+        with serve_tool_model(self.replies) as self.server:
             yield
 
     def gateway(self) -> Gateway | None:
@@ -191,6 +200,26 @@ def check_names(framework: Framework, calls: list[ModelCall]) -> None:
     assert sorted(c.span_id for s in selected.samples for c in s.calls if c.trained) == sorted(c.span_id for c in calls)
 
 
+def check_the_tool_ran(framework: Framework, last: ModelCall) -> None:
+    """The last call's prompt holds the question, the ``add`` call and the tool's result
+    (a Responses call that continues ``previous_response_id`` straight to a model server
+    holds only the result: the rest of the conversation is the server's)."""
+    messages = last.messages or []
+    if last.request.get("previous_response_id") and last.attributes.get("otel.scope.name") != GATEWAY_SCOPE:
+        assert [m for m in messages if m["role"] != "system"] == [
+            {"role": "tool", "tool_call_id": messages[-1].get("tool_call_id"), "content": "5"}
+        ], messages
+        return
+    assert any(QUESTION in json.dumps(m.get("content")) for m in messages if m["role"] == "user"), messages
+    if framework.api_tool_calls:
+        call = next(m for m in messages if m["role"] == "assistant")["tool_calls"][0]
+        assert call["function"]["name"] == "add" and json.loads(call["function"]["arguments"]) == {"a": 2, "b": 3}
+        assert any(m["role"] == "tool" and "5" in json.dumps(m["content"]) for m in messages)
+    else:  # the framework's own text format: the prompt holds the call and the result (no other 5)
+        said = json.dumps([m.get("content") for m in messages if m["role"] != "system"])
+        assert "add" in said and "5" in said, said
+
+
 def samples_of(calls: list[ModelCall]) -> RolloutSamples:
     found = build_samples(calls)
     assert found is not None and found.samples
@@ -200,7 +229,7 @@ def samples_of(calls: list[ModelCall]) -> RolloutSamples:
 @pytest.mark.parametrize(("name", "path"), matrix())
 async def test_a_framework_agent_trains_inside_a_rollout(name: str, path: str) -> None:
     framework = FRAMEWORKS[name]
-    model = Model(path)
+    model = Model(path, framework)
     with model.serving():
         if framework.venv is None:
             if importlib.util.find_spec(framework.module) is None:
@@ -215,12 +244,16 @@ async def test_a_framework_agent_trains_inside_a_rollout(name: str, path: str) -
                 )
             recorded = await run_in_its_venv(framework, model, python)
     calls = extract_model_calls(recorded.spans)
-    assert recorded.answered >= 2  # the tool call, then the answer
+    assert recorded.answered == framework.calls
     assert len(calls) == recorded.answered, [(c.span_id, c.attributes.get("otel.scope.name")) for c in calls]
+    check_the_tool_ran(framework, calls[-1])
     if path == "gateway":
         assert all(c.attributes.get("otel.scope.name") == GATEWAY_SCOPE for c in calls)
         assert all(c.has_token_ids and c.response_logprobs for c in calls)
-        assert len(samples_of(calls).samples) == framework.samples
+        assert (calls[-1].attributes[LLM_PROMPT_SOURCE] == "token_exact") is framework.token_exact
+        found = samples_of(calls)
+        assert len(found.samples) == framework.samples
+        assert found.merge_rate == 1.0 - (framework.samples - 1) / (framework.calls - 1)
     elif all(c.has_token_ids for c in calls):  # a vLLM-like server's chat answers carry them
         samples_of(calls)
     check_names(framework, calls)
@@ -231,4 +264,4 @@ def test_every_framework_names_an_importable_agent() -> None:
     for framework in FRAMEWORKS.values():
         module, _, function = framework.agent.partition(":")
         assert module.startswith("frameworks.") and function, framework
-        assert framework.samples >= 1
+        assert 1 <= framework.samples <= framework.calls and len(framework.replies) <= framework.calls

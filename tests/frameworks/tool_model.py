@@ -1,25 +1,29 @@
 """The model server of the tracer path: what an agent calls when it talks to a model
-directly (no gateway). A real HTTP server on 127.0.0.1 that answers the matrix's
-question the way the gateway path's scripted model does — a call of the ``add`` tool
-with ``{"a": 2, "b": 3}``, then, once the conversation holds the tool's result, "The
-answer is 5." — on both APIs the frameworks use:
+directly (no gateway). A real HTTP server on 127.0.0.1 that answers with a framework's
+scripted replies (:attr:`frameworks.registry.Framework.replies`, the same the gateway
+path's scripted engine writes) on both APIs the frameworks use:
 
 * ``POST /v1/chat/completions`` (``stream`` too, tool calls as deltas), with token ids
   and logprobs like vLLM's server (``prompt_token_ids``, ``choices[0].token_ids``) when
   not streamed;
-* ``POST /v1/responses`` (``stream`` too; with ``previous_response_id`` the input holds
-  the ``function_call_output``, which is all the answer depends on).
+* ``POST /v1/responses`` (``stream`` too, and ``previous_response_id``).
 
-It decides from the request alone (no state between calls), so concurrent rollouts
-cannot disturb each other, and it counts the calls it answered: the calls a tracer
-must have recorded, once each.
+A reply's hermes ``<tool_call>`` blocks become API tool calls (what the gateway's parser
+makes of them); any other reply is text. Which reply answers a call depends on the
+conversation alone: the n-th once it holds n tool results — ``tool`` messages,
+``function_call_output`` items, or a ReAct framework's results written as text (a line
+``Observation:``, DSPy's ``[[ ## observation_N ## ]]`` fields) — counting, for a
+Responses call that continues ``previous_response_id``, the results before it (carried
+in the response id). No state between calls, so concurrent rollouts cannot disturb each
+other; it counts the calls it answered: the calls a tracer must have recorded, once each.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,12 +31,13 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from agentbolt.engines.tools.hermes import HermesParser
 from agentbolt.server.testing import serve_app_in_thread
 
-__all__ = ["ANSWER", "ARGUMENTS", "ToolModel", "serve_tool_model"]
+__all__ = ["ToolModel", "serve_tool_model"]
 
-ANSWER = "The answer is 5."
-ARGUMENTS = json.dumps({"a": 2, "b": 3})
+_TEXT_RESULT = re.compile(r"^Observation:|\[\[ ## observation_\d+ ## \]\]", re.MULTILINE)
+_RESULTS_BEFORE = re.compile(r"^resp_\d+_(\d+)$")
 
 
 @dataclass
@@ -43,9 +48,33 @@ class ToolModel:
     calls: list[str] = field(default_factory=list)
 
 
-def _answered(items: list[Any], result_type: str) -> bool:
-    """Whether the conversation already holds a tool's result (the call's answer is final)."""
-    return any(isinstance(i, dict) and (i.get("role") == "tool" or i.get("type") == result_type) for i in items)
+def _text(content: Any) -> str:
+    """A message's text (a string, or the text of its parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_text(part.get("text")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _results(items: Sequence[Any]) -> int:
+    """How many tool results a conversation (chat messages or Responses input items) holds."""
+    count = 0
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if item.get("role") == "tool" or item.get("type") == "function_call_output":
+            count += 1
+        elif item.get("role") == "user":
+            count += len(_TEXT_RESULT.findall(_text(item.get("content"))))
+    return count
+
+
+def _reply(replies: Sequence[str], results: int) -> tuple[str | None, list[dict[str, str]]]:
+    """The reply once the conversation holds ``results`` tool results (the last one repeats):
+    its text and its tool calls (name, arguments)."""
+    parsed = HermesParser().parse(replies[min(results, len(replies) - 1)])
+    return parsed.content, [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
 
 
 def _ids(value: Any) -> list[int]:
@@ -54,18 +83,13 @@ def _ids(value: Any) -> list[int]:
     return list(json.dumps(value).encode())
 
 
-def _chat(body: dict[str, Any], n: int) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": ANSWER}
-    finish = "stop"
-    if not _answered(body.get("messages") or [], "function_call_output"):
-        message = {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": f"call_{n}", "type": "function", "function": {"name": "add", "arguments": ARGUMENTS}}
-            ],
-        }
-        finish = "tool_calls"
+def _chat(body: dict[str, Any], n: int, replies: Sequence[str]) -> dict[str, Any]:
+    content, calls = _reply(replies, _results(body.get("messages") or []))
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [
+            {"id": f"call_{n}_{i}", "type": "function", "function": call} for i, call in enumerate(calls)
+        ]
     return {
         "id": f"chatcmpl-{n}",
         "object": "chat.completion",
@@ -75,7 +99,7 @@ def _chat(body: dict[str, Any], n: int) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": finish,
+                "finish_reason": "tool_calls" if calls else "stop",
                 "token_ids": _ids(message),
                 "logprobs": {
                     "content": [
@@ -95,39 +119,39 @@ def _chat_chunks(answer: dict[str, Any], include_usage: bool) -> Iterator[dict[s
     message = choice["message"]
     delta: dict[str, Any] = {"role": "assistant", "content": message["content"]}
     if message.get("tool_calls"):
-        delta["tool_calls"] = [{"index": 0, **call} for call in message["tool_calls"]]
+        delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
     yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
     yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}
     if include_usage:
         yield {**base, "choices": [], "usage": answer["usage"]}
 
 
-def _response(body: dict[str, Any], n: int) -> dict[str, Any]:
+def _response(body: dict[str, Any], n: int, replies: Sequence[str]) -> dict[str, Any]:
     items = body.get("input")
-    if _answered(items if isinstance(items, list) else [], "function_call_output"):
-        output: dict[str, Any] = {
-            "type": "message",
-            "id": f"msg_{n}",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": ANSWER, "annotations": []}],
-        }
-    else:
-        output = {
+    before = _RESULTS_BEFORE.match(str(body.get("previous_response_id")))
+    results = (int(before.group(1)) if before else 0) + _results(items if isinstance(items, list) else [])
+    content, calls = _reply(replies, results)
+    output: list[dict[str, Any]] = [
+        {
             "type": "function_call",
-            "id": f"fc_{n}",
-            "call_id": f"call_{n}",
-            "name": "add",
-            "arguments": ARGUMENTS,
+            "id": f"fc_{n}_{i}",
+            "call_id": f"call_{n}_{i}",
+            **call,
             "status": "completed",
         }
+        for i, call in enumerate(calls)
+    ]
+    if content or not calls:
+        text = {"type": "output_text", "text": content or "", "annotations": []}
+        message = {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed", "content": [text]}
+        output.insert(0, message)
     return {
-        "id": f"resp_{n}",
+        "id": f"resp_{n}_{results}",
         "object": "response",
         "created_at": 1,
         "status": "completed",
         "model": body.get("model", "policy"),
-        "output": [output],
+        "output": output,
         "parallel_tool_calls": True,
         "tool_choice": body.get("tool_choice", "auto"),
         "tools": body.get("tools") or [],
@@ -143,43 +167,29 @@ def _response(body: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
-def _response_events(response: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    item = response["output"][0]
-    started = {**response, "status": "in_progress", "output": []}
-    yield {"type": "response.created", "response": started}
-    yield {"type": "response.output_item.added", "output_index": 0, "item": item}
+def _item_events(index: int, item: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield {"type": "response.output_item.added", "output_index": index, "item": item}
+    where = {"item_id": item["id"], "output_index": index}
     if item["type"] == "message":
-        yield {
-            "type": "response.output_text.delta",
-            "item_id": item["id"],
-            "output_index": 0,
-            "content_index": 0,
-            "delta": ANSWER,
-            "logprobs": [],
-        }
-        yield {
-            "type": "response.output_text.done",
-            "item_id": item["id"],
-            "output_index": 0,
-            "content_index": 0,
-            "text": ANSWER,
-            "logprobs": [],
-        }
+        text = item["content"][0]["text"]
+        where = {**where, "content_index": 0}
+        yield {"type": "response.output_text.delta", **where, "delta": text, "logprobs": []}
+        yield {"type": "response.output_text.done", **where, "text": text, "logprobs": []}
     else:
-        yield {
-            "type": "response.function_call_arguments.delta",
-            "item_id": item["id"],
-            "output_index": 0,
-            "delta": ARGUMENTS,
-        }
+        yield {"type": "response.function_call_arguments.delta", **where, "delta": item["arguments"]}
         yield {
             "type": "response.function_call_arguments.done",
-            "item_id": item["id"],
-            "output_index": 0,
-            "arguments": ARGUMENTS,
+            **where,
+            "arguments": item["arguments"],
             "name": item["name"],
         }
-    yield {"type": "response.output_item.done", "output_index": 0, "item": item}
+    yield {"type": "response.output_item.done", "output_index": index, "item": item}
+
+
+def _response_events(response: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield {"type": "response.created", "response": {**response, "status": "in_progress", "output": []}}
+    for index, item in enumerate(response["output"]):
+        yield from _item_events(index, item)
     yield {"type": "response.completed", "response": response}
 
 
@@ -195,7 +205,7 @@ def _sse(events: Iterator[dict[str, Any]], *, done: bool) -> StreamingResponse:
     return StreamingResponse(lines(), media_type="text/event-stream")
 
 
-def tool_model_app(model: ToolModel) -> FastAPI:
+def tool_model_app(model: ToolModel, replies: Sequence[str]) -> FastAPI:
     app = FastAPI(title="the framework matrix's tool model")
     counter = itertools.count(1)
 
@@ -203,11 +213,11 @@ def tool_model_app(model: ToolModel) -> FastAPI:
         body = await request.json()
         model.calls.append(api)
         if api == "chat":
-            answer = _chat(body, next(counter))
+            answer = _chat(body, next(counter), replies)
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             events, done = _chat_chunks(answer, usage), True
         else:
-            answer = _response(body, next(counter))
+            answer = _response(body, next(counter), replies)
             events, done = _response_events(answer), False
         return _sse(events, done=done) if body.get("stream") else JSONResponse(answer)
 
@@ -227,9 +237,10 @@ def tool_model_app(model: ToolModel) -> FastAPI:
 
 
 @contextmanager
-def serve_tool_model() -> Iterator[ToolModel]:
-    """Serve the tool model on a free port; yields it (``.url``, ``.calls``)."""
+def serve_tool_model(replies: Sequence[str]) -> Iterator[ToolModel]:
+    """Serve the tool model with a framework's scripted replies on a free port; yields it
+    (``.url``, ``.calls``)."""
     model = ToolModel()
-    with serve_app_in_thread(tool_model_app(model)) as url:
+    with serve_app_in_thread(tool_model_app(model, replies)) as url:
         model.url = f"{url}/v1"
         yield model
