@@ -2,7 +2,8 @@
 
 agentbolt switches on the OpenInference instrumentors (``openinference-instrumentation-openai``,
 ``-anthropic``, ``-langchain``, ``-litellm``, ``-openai-agents``, ``-autogen-agentchat``, ``-crewai``, ``-dspy``,
-``-smolagents``, ``-google-adk``) and PydanticAI's own spans (:mod:`agentbolt.tracing.pydantic_ai`),
+``-smolagents``, ``-google-adk``), PydanticAI's own spans (:mod:`agentbolt.tracing.pydantic_ai`)
+and a span per LlamaIndex agent step (:mod:`agentbolt.tracing.llama_index`),
 bound to agentbolt's process-wide TracerProvider, so their spans reach the rollout
 they belong to. Each is switched on once per process, when its library is imported —
 right away if it already is — so a library that is installed but unused costs no
@@ -54,6 +55,7 @@ LIBRARIES: tuple[_Library, ...] = (
     _Library("smolagents", "openinference.instrumentation.smolagents:SmolagentsInstrumentor"),
     _Library("google.adk", "openinference.instrumentation.google_adk:GoogleADKInstrumentor"),
     _Library("pydantic_ai", "agentbolt.tracing.pydantic_ai:PydanticAIInstrumentor"),
+    _Library("llama_index.core", "agentbolt.tracing.llama_index:LlamaIndexInstrumentor"),
 )
 """What agentbolt instruments when installed: the ``openai`` client (sync, async, chat
 completions, completions, responses, streaming, tool calls), the ``anthropic`` client
@@ -66,9 +68,11 @@ agent of each model call: the OpenAI Agents SDK (``agents``, package
 a span per ``dspy.LM`` call with its messages, since DSPy 3.4 sends the request through
 an HTTP transport of its own that no client instrumentor sees); smolagents and Google ADK
 (their OpenInference instrumentors) and PydanticAI (its own spans, ``gen_ai.agent.name``),
-for their agents' names. LlamaIndex's and Haystack's instrumentors are left off: they name
-no agent, and LlamaIndex's records its own model-call span beside the client's (each
-call would count twice). The OpenAI Agents SDK's instrumentor replaces
+for their agents' names; LlamaIndex's workflow agents (:mod:`agentbolt.tracing.llama_index`: a
+span naming the agent around each of its steps, since LlamaIndex names it on no span).
+LlamaIndex's and Haystack's OpenInference instrumentors are left off: they name no agent,
+and LlamaIndex's records its own model-call span beside the client's (each call would
+count twice). The OpenAI Agents SDK's instrumentor replaces
 the SDK's default trace processors (which upload traces to OpenAI) with its own."""
 
 _lock = threading.Lock()

@@ -85,12 +85,14 @@ FRAMEWORKS: dict[str, Framework] = {
         api_tool_calls=False,
         forces_tool_call=True,
     ),
-    # no name arrives: LlamaIndex's instrumentor writes none (docs/frameworks.md)
-    "llama-index-function": Framework("llama_index.llms.openai_like", _agent("llama_index_function")),
+    "llama-index-function": Framework(
+        "llama_index.llms.openai_like", _agent("llama_index_function"), agent_name="calc"
+    ),
     # tools in the system prompt, calls and results as ReAct text
     "llama-index-react": Framework(
         "llama_index.llms.openai_like",
         _agent("llama_index_react"),
+        agent_name="calc",
         replies=(
             'Thought: I need to use a tool.\nAction: add\nAction Input: {"a": 2, "b": 3}',
             "Thought: I can answer without using any more tools.\nAnswer: The answer is 5.",
@@ -101,7 +103,8 @@ FRAMEWORKS: dict[str, Framework] = {
     ),
     "google-adk": Framework("google.adk", _agent("google_adk"), agent_name="calc"),
     "strands": Framework("strands", _agent("strands"), agent_name="calc"),
-    "haystack": Framework("haystack", _agent("haystack")),  # its Agent has no name
+    # its Agent takes no name; only a Pipeline names its components (docs/frameworks.md)
+    "haystack": Framework("haystack", _agent("haystack")),
     # ReAct steps in DSPy's field format, then the extract step: each prompt anew
     "dspy": Framework(
         "dspy",
