@@ -7,6 +7,7 @@ each client span merged with the gateway span under it, with the engine's token 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,15 @@ from agentbolt.models import tiny_model
 from agentbolt.store.memory import MemoryStore
 
 TASKS = [{"prompt": "What is 2 + 3?"}, {"prompt": "What is 4 + 1?"}]
+REWARDS = itertools.count()
+"""Each rollout's reward: distinct, so no group ties and every rollout trains."""
 
 
 async def calculator(task: dict[str, str], llm: agentbolt.LLM) -> float:
     """An Agent Framework agent with an ``add`` tool, two turns on one session: the second
     run sends only the new message and ``previous_response_id``. The tiny model answers
-    noise, so the reward is the length of the last answer (deterministic, differs in a group)."""
+    noise, so the reward only has to differ within a group: each rollout gets the next
+    number (the length of the 6-token answers ties too often)."""
     from agent_framework import Agent, tool
     from agent_framework.openai import OpenAIChatClient
 
@@ -46,8 +50,8 @@ async def calculator(task: dict[str, str], llm: agentbolt.LLM) -> float:
                   name="calc", instructions="Use the add tool.", tools=[add])
     session = agent.create_session()
     await agent.run(task["prompt"], session=session)
-    answer = await agent.run("Are you sure?", session=session)
-    return len(answer.text) / 10
+    await agent.run("Are you sure?", session=session)
+    return next(REWARDS) / 10
 
 
 def test_a_grpo_step_trains_agent_frameworks_responses_calls_through_the_gateway(
