@@ -47,7 +47,7 @@ def engine_weights(control: GatewayControl | None, *, as_base: bool = True) -> t
     model = copy.deepcopy(served)
     model.to(engine.device)
     if as_base and engine.supports_rebase:  # only the transformers engine has adapters to rebase
-        engine.rebase_adapters()
+        engine.rebase_loras()
     return model, engine.tokenizer
 
 

@@ -72,7 +72,7 @@ class Engine(abc.ABC):
     #: the :class:`WeightUpdate` fields it takes: ``state_dict`` / ``lora`` (tensors),
     #: ``lora_path`` (a peft adapter directory it reads)
     weight_formats: tuple[str, ...] = ()
-    #: whether :meth:`rebase_adapters` can make the weights served now the base of the next adapter
+    #: whether :meth:`rebase_loras` can make the weights served now the base of the next LoRA
     supports_rebase: bool = False
     #: the policy's tokenizer, for engines whose completions route takes token ids: the
     #: gateway then renders chats itself (tools included), parses tool calls and builds
@@ -151,14 +151,14 @@ class Engine(abc.ABC):
             "(LoRA adapters through lora_path=)",
         )
 
-    def rebase_adapters(self) -> None:
-        """Make the weights served now (any adapter merged in) the base of the next LoRA
-        adapter, without changing what is served. Engines that cannot
-        (``supports_rebase = False``: vLLM applies each adapter to the model it loaded)
+    def rebase_loras(self) -> None:
+        """Make the weights served now (any LoRA merged in) the base of the next LoRA,
+        without changing what is served. Engines that cannot
+        (``supports_rebase = False``: vLLM applies each LoRA to the model it loaded)
         raise EngineError(501)."""
         raise EngineError(
             501,
-            f"the {self.name} engine applies every LoRA adapter to the model it was started with, so the weights it "
+            f"the {self.name} engine applies every LoRA to the model it was started with, so the weights it "
             "serves now cannot become the base of the next one: start it from the trainer's model instead",
         )
 

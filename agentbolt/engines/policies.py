@@ -135,12 +135,12 @@ class PolicyEngines(Engine):
         engine = self._default_engine()
         return engine.dtype if engine is not None else None
 
-    def rebase_adapters(self) -> None:
-        """See :meth:`TransformersEngine.rebase_adapters`; the default policy's."""
+    def rebase_loras(self) -> None:
+        """See :meth:`TransformersEngine.rebase_loras`; the default policy's."""
         engine = self._default_engine()
         if engine is None:
             raise EngineError(501, "these policies have no default: rebase one policy's engine (PolicyControl)")
-        engine.rebase_adapters()
+        engine.rebase_loras()
 
     # ---- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:

@@ -222,10 +222,10 @@ class TransformersEngine(Engine):
 
         return await asyncio.wrap_future(self._scheduler.swap(apply, version))
 
-    def rebase_adapters(self) -> None:
-        """Make the weights served now the base of the next LoRA adapter (the current one
+    def rebase_loras(self) -> None:
+        """Make the weights served now the base of the next LoRA (the current one
         stays merged in). Call it when a trainer copies the served model to put a fresh
-        adapter on it, so that adapter is served on top of what the trainer copied. Nothing
+        LoRA on it, so that LoRA is served on top of what the trainer copied. Nothing
         served changes, so the policy version stays."""
         self._lora.rebase()
 

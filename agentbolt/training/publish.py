@@ -18,7 +18,7 @@ engine samples must come from the weights the trainer holds, or the importance r
   tolerance that depends on the dtypes (:func:`probe_tolerance`);
 * :meth:`Publisher.adopt_served_base` — before a trainer that brought its own weights
   (``model=``) publishes anything: the engine's served weights must be the trainer's base
-  — then they become the base of the trainer's adapters (``rebase_adapters``), so an
+  — then they become the base of the trainer's adapters (``rebase_loras``), so an
   adapter another trainer left (SFT's) is not dropped by the first publish — or the run
   refuses (:class:`ServedWeightsMismatchError`).
 """
@@ -287,7 +287,7 @@ class Publisher:
                         "must be those weights", self.info.name)
             return {}
         if self.policy.lora and self.info.takes_tensors:
-            await self.control.rebase_adapters()
+            await self.control.rebase_loras()
         log.info("the engine (%s) serves the weights given with model=; they are the base of the trainer's adapters "
                  "%s", self.info.describe(), values)
         return values

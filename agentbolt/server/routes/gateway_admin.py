@@ -16,8 +16,8 @@
   straight to the engine, part of no rollout and not recorded (an algorithm using the
   run's model as a helper, e.g. APO's critic; a trainer probing what the engine serves).
   No streaming.
-* ``POST /v1/gateway/rebase``: the weights served now (any adapter merged in) become the
-  base of the next LoRA adapter (a trainer that starts from them); 501 for an engine that
+* ``POST /v1/gateway/rebase``: the weights served now (any LoRA merged in) become the
+  base of the next LoRA (a trainer that starts from them); 501 for an engine that
   cannot. Answers the status.
 
 Errors are OpenAI-shaped (``{"error": {"message", "type", "param", "code"}}``): 401/403
@@ -235,13 +235,13 @@ async def _admin_call(request: Request, kind: Literal["chat", "completions"]) ->
     return Response(orjson.dumps(response), media_type="application/json")
 
 
-@gateway_admin_router.post(REBASE_ROUTE, summary="Make the served weights the base of the next LoRA adapter")
+@gateway_admin_router.post(REBASE_ROUTE, summary="Make the served weights the base of the next LoRA")
 async def rebase(request: Request) -> Response:
     async def change(gateway: Gateway) -> Response | None:
         try:
-            gateway.engine.rebase_adapters()
+            gateway.engine.rebase_loras()
         except EngineError as exc:
             return openai_error_response(exc)
         return None
 
-    return await _admin_status(request, "rebasing the engine's adapters", change)
+    return await _admin_status(request, "rebasing the engine's LoRAs", change)
