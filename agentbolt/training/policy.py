@@ -255,8 +255,8 @@ class Policy:
             return self.model
         return copy.deepcopy(self.model).merge_and_unload()
 
-    def adapter_model(self) -> Any:
-        """The peft model (adapter unmerged) as one process holds it: ``model`` itself, or,
+    def lora_model(self) -> Any:
+        """The peft model (LoRA unmerged) as one process holds it: ``model`` itself, or,
         sharded, a gathered copy on rank 0 (None on the others, which must call it too)."""
         return fsdp.gathered_model(self.model) if self.sharded else self.model
 

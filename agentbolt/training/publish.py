@@ -182,19 +182,19 @@ def served_weights_gap(served: Any, policy: Any) -> tuple[int, str | None]:
 class Publisher:
     """Publishes ``policy`` to the engine behind ``control`` (see the module doc).
 
-    ``adapter_dir``: where adapters are saved for engines that read them from disk, one
+    ``lora_dir``: where LoRAs are saved for engines that read them from disk, one
     ``v<version>/`` directory per publish (the newest ``keep`` are kept).
     ``check``/``tolerance``: probe an in-process engine after each publish; when trainer
     and engine compute alike (:func:`numerics_match`), a difference above ``tolerance``
     raises :class:`PublishMismatchError` — training on, the trainer would learn from tokens
     its policy did not sample."""
 
-    def __init__(self, control: GatewayControl, policy: Any, info: EngineInfo, *, adapter_dir: str | Path,
+    def __init__(self, control: GatewayControl, policy: Any, info: EngineInfo, *, lora_dir: str | Path,
                  check: bool = True, tolerance: float = 1e-3, keep: int = 2) -> None:
         self.control = control
         self.policy = policy
         self.info = info
-        self.adapter_dir = Path(adapter_dir)
+        self.lora_dir = Path(lora_dir)
         self.check = check
         self.tolerance = tolerance
         self.keep = keep
@@ -217,7 +217,7 @@ class Publisher:
         if self.info.takes_tensors or not self.info.weight_formats:
             served = await self.control.load_weights(self.policy.weight_update(), version=version)
         else:
-            path = self._save_adapter(version)
+            path = self._save_lora(version)
             served = await self.control.load_weights(WeightUpdate(lora_path=str(path)), version=version)
             self._prune()
         values: dict[str, Any] = {}
@@ -227,12 +227,12 @@ class Publisher:
                 values["publish/max_abs_logprob_diff"] = diff
         return served, values
 
-    def _save_adapter(self, version: int | None) -> Path:
-        """The adapter as ``save_pretrained`` writes it, under ``adapter_dir/v<version>``
+    def _save_lora(self, version: int | None) -> Path:
+        """The LoRA as ``save_pretrained`` writes it, under ``lora_dir/v<version>``
         (written to a temporary directory first, so a reader never sees half of it)."""
         name = f"v{version}" if version is not None else "latest"
-        final = self.adapter_dir / name
-        tmp = self.adapter_dir / f".tmp-{name}"
+        final = self.lora_dir / name
+        tmp = self.lora_dir / f".tmp-{name}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         self.policy.model.save_pretrained(str(tmp), safe_serialization=True)
@@ -242,7 +242,7 @@ class Publisher:
         return final.resolve()
 
     def _prune(self) -> None:
-        found = sorted((p for p in self.adapter_dir.glob("v*") if p.name[1:].isdigit()), key=lambda p: int(p.name[1:]))
+        found = sorted((p for p in self.lora_dir.glob("v*") if p.name[1:].isdigit()), key=lambda p: int(p.name[1:]))
         for old in found[: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)
 

@@ -102,7 +102,7 @@ def cluster_trainer(config: GRPOConfig, args: argparse.Namespace, run_dir: Path)
     """The ``cluster`` section: ``policy_model`` trained in this process (every rank, under
     torchrun), the ``engine`` (an EngineSpec: vLLM replicas) behind the gateway of the
     server started on ``host``:``port`` over ``store``, runners started elsewhere; ``grpo``
-    overrides GRPOConfig fields (``dtype``, ``sharding``, ``adapter_dir``...)."""
+    overrides GRPOConfig fields (``dtype``, ``sharding``, ``lora_dir``...)."""
     from agentbolt.engines import EngineSpec
     from agentbolt.execution import ExternalStrategy
     from agentbolt.gateway import GatewayConfig, GatewaySpec

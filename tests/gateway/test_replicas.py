@@ -106,7 +106,7 @@ def world(cluster: Cluster, config: GatewayConfig) -> Iterator[GatewayWorld]:
 
 
 @pytest.fixture
-def adapter_dir(tmp_path: Path) -> Path:
+def lora_dir(tmp_path: Path) -> Path:
     d = tmp_path / "adapter"
     d.mkdir()
     (d / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4, "lora_alpha": 8}))
@@ -205,9 +205,9 @@ def test_with_every_replica_down_calls_get_a_503_saying_so(world: GatewayWorld, 
 
 @pytest.mark.parametrize("config", [GatewayConfig(retry_backoff=0.01, replica_cooldown_s=0.2)])
 def test_after_its_cool_down_a_replica_that_answers_again_is_probed_back_with_the_adapter_served_now(
-    world: GatewayWorld, cluster: Cluster, adapter_dir: Path
+    world: GatewayWorld, cluster: Cluster, lora_dir: Path
 ) -> None:
-    r = world.admin.post("/v1/gateway/weights", json={"lora_path": str(adapter_dir)})
+    r = world.admin.post("/v1/gateway/weights", json={"lora_path": str(lora_dir)})
     assert r.status_code == 200 and r.json() == {"policy_version": 1}
     attempts = [world.claim() for _ in range(3)]
     assert [ask(world, x).status_code for x in attempts] == [200] * 3
@@ -217,7 +217,7 @@ def test_after_its_cool_down_a_replica_that_answers_again_is_probed_back_with_th
     time.sleep(0.3)
     assert ask(world, world.claim()).status_code == 200  # this call starts the probe of replica 2
     wait_for(lambda: states(world)[2]["healthy"], "replica 2 probed back")
-    assert cluster.fakes[2].adapters == {"agentbolt-lora-v1": str(adapter_dir)}
+    assert cluster.fakes[2].adapters == {"agentbolt-lora-v1": str(lora_dir)}
     e = world.claim()
     assert ask(world, e).status_code == 200
     assert replica_of(world, e, 1) == [2]
@@ -225,7 +225,7 @@ def test_after_its_cool_down_a_replica_that_answers_again_is_probed_back_with_th
 
 
 def test_a_weight_swap_drains_the_calls_in_flight_on_all_three_replicas(
-    world: GatewayWorld, cluster: Cluster, adapter_dir: Path
+    world: GatewayWorld, cluster: Cluster, lora_dir: Path
 ) -> None:
     attempts = [world.claim() for _ in range(3)]
     assert [ask(world, x).status_code for x in attempts] == [200] * 3  # pinned to 0, 1, 2
@@ -237,7 +237,7 @@ def test_a_weight_swap_drains_the_calls_in_flight_on_all_three_replicas(
     assert world.admin.get("/v1/gateway/status").json()["in_flight"] == 3
     swapped: list[httpx.Response] = []
     swap = threading.Thread(target=lambda: swapped.append(
-        world.admin.post("/v1/gateway/weights", json={"lora_path": str(adapter_dir)})))
+        world.admin.post("/v1/gateway/weights", json={"lora_path": str(lora_dir)})))
     swap.start()
     wait_for(lambda: world.gateway.paused, "the pause")
     time.sleep(0.2)

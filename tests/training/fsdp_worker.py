@@ -90,9 +90,9 @@ def run(mode: str, out: Path) -> dict[str, Any]:
     report["bytes"] = fsdp.local_bytes(policy.model.parameters(), update.optimizer)
     policy.export(out / "export")  # sharded: rank 0 writes the gathered model
     if mode == "lora":
-        adapter = policy.adapter_model()
-        if adapter is not None:
-            adapter.save_pretrained(out / "adapter")
+        lora = policy.lora_model()
+        if lora is not None:
+            lora.save_pretrained(out / "lora")
 
     fsdp.save_sharded(out / "ckpt", policy.model, update.optimizer)
     update.step(samples, current_version=2)

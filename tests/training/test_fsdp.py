@@ -149,12 +149,12 @@ def test_the_export_gathered_from_the_shards_is_the_one_process_model(runs: dict
         return
     # LoRA: the adapter files match within Adam's rounding, and the merged weights W + s·B·A
     # within what those differences make of B·A (r terms of |B|·ΔA + |A|·ΔB)
-    adapter = load_file(root / "ranks" / "adapter" / "adapter_model.safetensors")
-    adapter_one = load_file(root / "one" / "adapter" / "adapter_model.safetensors")
-    assert adapter.keys() == adapter_one.keys() and adapter
-    for key, value in adapter_one.items():
+    lora = load_file(root / "ranks" / "lora" / "adapter_model.safetensors")
+    lora_one = load_file(root / "one" / "lora" / "adapter_model.safetensors")
+    assert lora.keys() == lora_one.keys() and lora
+    for key, value in lora_one.items():
         name = key.replace(".weight", ".default.weight")
-        torch.testing.assert_close(adapter[key], value, rtol=0, atol=adam_atol(steps, name), msg=key)
+        torch.testing.assert_close(lora[key], value, rtol=0, atol=adam_atol(steps, name), msg=key)
     scale = fsdp_worker.LORA.alpha / fsdp_worker.LORA.r
     merged = 0
     for key, value in want.items():

@@ -69,7 +69,7 @@ async def _control(engine: TransformersEngine, where: str) -> AsyncIterator[Any]
 
 async def _engine_vs_trainer(control: Any, policy: Policy) -> float:
     """max |Δ logprob| of the engine's greedy continuations against the trainer's, over a few probes."""
-    publisher = Publisher(control, policy, await engine_info(control), adapter_dir="unused", tolerance=10.0)
+    publisher = Publisher(control, policy, await engine_info(control), lora_dir="unused", tolerance=10.0)
     return max([d for d in [await publisher._probe_diff(p, 8) for p in PROBES] if d is not None])
 
 
@@ -78,7 +78,7 @@ async def _sft_then_grpo(control: Any, base: Any, tok: Any, dtype: str) -> tuple
     sft = _with_random_adapter(Policy(copy.deepcopy(base), tok, lora=LORA), 0.5, seed=1)
     await control.update_weights(**sft.engine_update())
     grpo = Policy(sft.merged_model(), tok, lora=LORA, dtype=dtype)
-    publisher = Publisher(control, grpo, await engine_info(control), adapter_dir="unused")
+    publisher = Publisher(control, grpo, await engine_info(control), lora_dir="unused")
     await publisher.adopt_served_base()
     return grpo, publisher
 
@@ -118,7 +118,7 @@ async def test_a_trainer_given_other_weights_than_the_engine_serves_is_refused(d
             given = Policy(other, tok, lora=LORA, dtype=dtype)
         else:
             given = _sft_export(base, tok, dtype)
-        publisher = Publisher(control, given, await engine_info(control), adapter_dir="unused")
+        publisher = Publisher(control, given, await engine_info(control), lora_dir="unused")
         with pytest.raises(ServedWeightsMismatchError, match="does not serve the weights this trainer was given"):
             await publisher.adopt_served_base()
         assert await control.policy_version() == 0  # nothing was published
@@ -132,7 +132,7 @@ async def test_a_16_bit_server_is_given_the_trainers_base_when_the_probe_cannot_
     async with _control(engine, "server") as control:
         given = _sft_export(base, tok, "bfloat16", scale=0.1)
         assert 0.05 < await _engine_vs_trainer(control, given) < 0.5
-        publisher = Publisher(control, given, await engine_info(control), adapter_dir="unused")
+        publisher = Publisher(control, given, await engine_info(control), lora_dir="unused")
         values = await publisher.adopt_served_base()
         assert values["publish/base_loaded"] == 1 and await control.policy_version() == 1
         _with_random_adapter(given, 0.05, seed=2)  # the trainer's adapter moves; served on the trainer's base
@@ -148,7 +148,7 @@ async def test_the_probe_after_a_publish_stops_the_run_in_any_dtype_and_from_a_s
     async with _control(engine, "server") as control:
         policy = Policy(copy.deepcopy(base), tok, lora=LORA, dtype=dtype)
         info = await engine_info(control)
-        publisher = Publisher(control, policy, info, adapter_dir="unused")
+        publisher = Publisher(control, policy, info, lora_dir="unused")
         assert probe_tolerance(policy, info, 1e-3) == (1e-3 if dtype == "float32" else 0.5)
         _, values = await publisher.publish(None, PROBES[0])
         assert values["publish/max_abs_logprob_diff"] < 0.02

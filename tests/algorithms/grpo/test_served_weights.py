@@ -88,7 +88,7 @@ async def test_the_publisher_probes_the_engine_and_stops_on_a_mismatch() -> None
         info = await engine_info(control)
         assert info.local and info.dtype == "torch.float32" and info.device == "cpu"
         assert numerics_match(policy, info)
-        publisher = Publisher(control, policy, info, adapter_dir="unused")
+        publisher = Publisher(control, policy, info, lora_dir="unused")
         version, values = await publisher.publish(7, PROBE[0].tolist())
         assert version == 7 and values["publish/max_abs_logprob_diff"] < 1e-4
 

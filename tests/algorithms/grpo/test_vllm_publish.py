@@ -45,9 +45,9 @@ def _policy_model() -> torch.nn.Module:
 
 def test_grpo_saves_each_adapter_and_loads_it_through_vllms_runtime_lora_route(tmp_path: Path) -> None:
     fake = FakeVLLM()
-    adapters = tmp_path / "shared" / "adapters"
+    adapters = tmp_path / "shared" / "loras"
     config = GRPOConfig(max_steps=2, tasks_per_step=1, group_size=4, learning_rate=1e-2, run_dir=str(tmp_path / "run"),
-                        lora=LoraSettings(r=2, alpha=4, target_modules=["q_proj", "v_proj"]), adapter_dir=str(adapters),
+                        lora=LoraSettings(r=2, alpha=4, target_modules=["q_proj", "v_proj"]), lora_dir=str(adapters),
                         eval_before=False, eval_after=False, progress=False, loggers=["jsonl"], checkpoint_every=0)
     algorithm = GRPO(config, model=_policy_model())
     with serve_app_in_thread(fake.app) as url:
