@@ -3,7 +3,7 @@ later ones) that publishes the policy, numbers its versions and says which sampl
 trained on.
 
 * **publish** (:class:`~agentbolt.training.publish.Publisher`): in the format the engine
-  takes (tensors, or an adapter directory for vLLM), checked against an in-process engine
+  takes (tensors, or a LoRA directory for vLLM), checked against an in-process engine
   on a probe of the step's own tokens after every publish;
 * **versions** (:mod:`.versions`): every publish is numbered above the version served
   before it *and* above every version this run directory has published (a fresh run in an

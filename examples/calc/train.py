@@ -14,7 +14,7 @@ What runs: the SmolLM2 weights are served in this process by agentbolt's transfo
 engine behind the gateway, next to an embedded SQLite store (``runs/calc/store.db``);
 runners run ``calc_agent`` on every task, the gateway records each model call with its
 token ids; GRPO turns each rollout's two calls into one training sample (exact-prefix
-merge), computes group advantages, updates a LoRA adapter and hot-swaps it into the
+merge), computes group advantages, updates a LoRA and hot-swaps it into the
 engine. Before and after, the held-out problems are solved greedily.
 
 Settings: the flags below; ``--config FILE`` reads them from YAML (flags given win):

@@ -75,4 +75,4 @@ def test_sft_then_grpo_on_one_engine_serves_what_each_trains(tmp_path: Path) -> 
     assert grpo.after is not None
     print(f"held-out success / mean reward: before {sft.before.headline()}; after SFT {sft.after.headline()}; "
           f"after GRPO {grpo.after.headline()}; publish |Δ logprob| ≤ {max(diffs):.1e}")
-    assert grpo.after.mean_reward >= sft.after.mean_reward - 0.15  # SFT's adapter still served under GRPO's
+    assert grpo.after.mean_reward >= sft.after.mean_reward - 0.15  # SFT's LoRA still served under GRPO's

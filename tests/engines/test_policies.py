@@ -58,7 +58,7 @@ async def test_each_policy_answers_with_its_own_adapter_and_version() -> None:
         await reference.update_weights(lora=solver_lora)
         with_solver = await _ask(reference, "x")
         ids, lps, answer = await _ask(engines, "solver")
-        assert (ids, lps) == with_solver[:2] and (ids, lps) != base[:2]  # the solver's adapter answers
+        assert (ids, lps) == with_solver[:2] and (ids, lps) != base[:2]  # the solver's LoRA answers
         assert (answer["model"], answer["policy_version"]) == ("solver", 1)
         planner_ids, planner_lps, _ = await _ask(engines, "planner")
         # the planner is untouched (its logprobs up to float rounding: this engine reuses the K/V

@@ -195,7 +195,7 @@ async def test_remote_gateway_sends_a_lora_adapter_as_tensors_or_as_a_directory(
             assert answer["policy_version"] == step
             assert _served_by(answer, lora)
         with lora.disable_adapter():
-            assert not _served_by(answer, lora)  # the adapter makes a difference
+            assert not _served_by(answer, lora)  # the LoRA makes a difference
     finally:
         await remote.aclose()
     assert not tworld.gateway.paused

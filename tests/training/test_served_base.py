@@ -94,7 +94,7 @@ async def test_grpo_on_an_sft_export_is_served_on_top_of_sft(dtype: str, where: 
         _, values = await publisher.publish(None, PROBES[0])
         tolerance = 1e-4 if dtype == "float32" else 0.02  # fp32: rounding; bf16 (8 bits) on this 2-layer model
         assert values["publish/max_abs_logprob_diff"] < tolerance
-        assert await _engine_vs_trainer(control, grpo) < tolerance  # before the fix: 0.6–1.1, SFT's adapter dropped
+        assert await _engine_vs_trainer(control, grpo) < tolerance  # before the fix: 0.6–1.1, SFT's LoRA dropped
 
 
 def _sft_export(base: Any, tok: Any, dtype: str, scale: float = 0.5) -> Policy:

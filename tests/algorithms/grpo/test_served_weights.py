@@ -64,7 +64,7 @@ async def test_a_fresh_adapter_on_a_copy_of_an_sft_model_is_served_on_top_of_sft
         grpo = Policy(*engine_weights(control), lora=LORA)  # type: ignore[misc]  # B = 0: serves what SFT served
         assert engine_vs_trainer(engine, grpo) < 1e-4
         assert await control.update_weights(**grpo.engine_update()) == 2
-        assert engine_vs_trainer(engine, grpo) < 1e-4  # before the fix: 0.2 (SFT's adapter dropped)
+        assert engine_vs_trainer(engine, grpo) < 1e-4  # before the fix: 0.2 (SFT's LoRA dropped)
 
         with torch.no_grad():  # GRPO trains; its later adapters keep replacing each other on top of SFT
             for name, p in grpo.model.named_parameters():

@@ -89,6 +89,6 @@ def test_full_fine_tuning_for_vllm_is_refused_before_training(tmp_path: Path) ->
     with serve_app_in_thread(fake.app) as url:
         trainer = agentbolt.Trainer(algorithm=GRPO(config, model=_policy_model()),
                                     gateway=Gateway(VLLMEngine(url + "/v1", model=BASE_MODEL, policy_version=0)))
-        with pytest.raises(ValueError, match="loads LoRA adapters only"):
+        with pytest.raises(ValueError, match="loads LoRAs only"):
             trainer.fit(any_agent, [{"q": "2+2?"}])
     assert fake.seen == [] and fake.lora_calls == []
