@@ -1,5 +1,5 @@
-"""vLLM weight updates are runtime LoRA adapters: load on every replica, serve the new
-adapter by name, unload the previous one, bump the version — against a fake of vLLM's
+"""vLLM weight updates are runtime LoRAs: load on every replica, serve the new
+LoRA by name, unload the previous one, bump the version — against a fake of vLLM's
 ``/v1/load_lora_adapter`` API (no GPU here)."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def replicas() -> Iterator[list[FakeVLLM]]:
 @pytest.fixture
 def lora_dir(tmp_path: Path) -> Path:
     """What ``save_pretrained`` leaves behind (the fake only checks the config is there)."""
-    d = tmp_path / "adapter"
+    d = tmp_path / "lora"
     d.mkdir()
     (d / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4, "lora_alpha": 8}))
     return d
@@ -56,7 +56,7 @@ def _ask(w: GatewayWorld) -> None:
         c.post("/chat/completions", json={"model": "whatever", "messages": MESSAGES}).raise_for_status()
 
 
-async def test_loading_an_adapter_switches_the_served_model_on_every_replica(
+async def test_loading_a_lora_switches_the_served_model_on_every_replica(
     vworld: GatewayWorld, replicas: list[FakeVLLM], lora_dir: Path
 ) -> None:
     control = LocalGatewayControl(vworld.gateway)  # awaited from this test's loop, not the server's
@@ -82,7 +82,7 @@ async def test_loading_an_adapter_switches_the_served_model_on_every_replica(
     assert versions == [0, 1, 1, 5]
 
 
-async def test_a_replica_refusing_the_adapter_leaves_the_old_one_served(
+async def test_a_replica_refusing_the_lora_leaves_the_old_one_served(
     vworld: GatewayWorld, replicas: list[FakeVLLM], lora_dir: Path, tmp_path: Path
 ) -> None:
     control = LocalGatewayControl(vworld.gateway)
@@ -129,7 +129,7 @@ async def test_a_vllm_without_runtime_lora_says_how_to_start_it() -> None:
         await engine.start()
         try:
             with pytest.raises(EngineError) as err:
-                await engine.update_weights(lora_path="/some/adapter")
+                await engine.update_weights(lora_path="/some/lora")
         finally:
             await engine.close()
     assert err.value.status_code == 501

@@ -6,7 +6,7 @@ Every rank builds the same seeded policy with ``sharding="fsdp"`` and runs :func
 two ``PolicyUpdate.step`` calls on the data-parallel test's batch (gathered gradients,
 weights, loss and logprobs recorded), the bytes it holds, a DCP checkpoint that a fresh
 sharded policy resumes from (both then take a third step), and an export of the gathered
-model (and adapter). The test runs :func:`run` in one process, where nothing is sharded,
+model (and LoRA). The test runs :func:`run` in one process, where nothing is sharded,
 and compares. ``sft``: one SFT optimizer step on chat records (:func:`run_sft`), plus what
 only exists across ranks: ``Trainer.fit``'s refusal, and a bfloat16 update through FSDP's
 mixed precision. Each rank writes ``OUT/rank<r>.pt``.
@@ -37,10 +37,10 @@ PROBE = torch.tensor([[1, 40, 41, 42, 43, 44, 45, 2], [7, 8, 9, 10, 11, 12, 13, 
 
 def build_policy(mode: str) -> Policy:
     """The same policy in every process: a seeded tiny model (two blocks), all weights
-    trained with gradient checkpointing (``full``), or a seeded LoRA adapter without (``lora``)."""
+    trained with gradient checkpointing (``full``), or a seeded LoRA without (``lora``)."""
     torch.set_num_threads(1)
     model, tok = tiny_model(seed=1, vocab="bytes", hidden=32, n_layers=2)
-    torch.manual_seed(5)  # the adapter's initialisation
+    torch.manual_seed(5)  # the LoRA's initialisation
     return Policy(model, tok, lora=LORA if mode == "lora" else None, sharding="fsdp",
                   gradient_checkpointing=mode == "full")
 
