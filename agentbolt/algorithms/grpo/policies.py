@@ -55,7 +55,7 @@ log = logging.getLogger("agentbolt.algorithms.grpo")
 
 @dataclass
 class PolicyRun:
-    """One policy of the run: its GRPO (settings and LoRA) and its learner (weights,
+    """One policy of the run: its GRPO (settings and adapter) and its learner (weights,
     update, publisher, version)."""
 
     name: str
