@@ -111,7 +111,7 @@ class WorkerStatus(StrEnum):
 
 
 class RolloutConfig(_Model):
-    """Per-rollout limits and retry policy, enforced by the store (not by callers).
+    """Per-rollout limits and retry rules, enforced by the store (not by callers).
 
     * ``timeout_seconds`` — an attempt running longer than this (from its claim) becomes
       ``timeout``.

@@ -13,7 +13,7 @@
 * :func:`extract_model_calls` — the parsed model calls underneath all three (:mod:`.calls`);
   :func:`parse_attempts` parses them once per attempt for readers that use them twice (:mod:`.attempts`).
 
-Reward policies are described in :mod:`.rewards`; ``docs/adapters.md`` has the whole story.
+Reward rules are described in :mod:`.rewards`; ``docs/adapters.md`` has the whole story.
 """
 
 from agentbolt.adapters.attempts import AttemptCalls, parse_attempts
@@ -22,8 +22,8 @@ from agentbolt.adapters.lineage import BreakCause, Origin
 from agentbolt.adapters.match import AgentMatcher, agent_matcher
 from agentbolt.adapters.messages import ChatRecord, MessagesAdapter, to_jsonl
 from agentbolt.adapters.rewards import (
-    REWARD_POLICIES,
-    RewardPolicy,
+    REWARD_RULES,
+    RewardRule,
     assign_rewards,
     final_reward,
 )
@@ -46,7 +46,7 @@ from agentbolt.adapters.triplets import (
 )
 
 __all__ = [
-    "REWARD_POLICIES",
+    "REWARD_RULES",
     "AgentMatcher",
     "AttemptCalls",
     "BreakCause",
@@ -56,7 +56,7 @@ __all__ = [
     "MissingTokenIdsError",
     "ModelCall",
     "Origin",
-    "RewardPolicy",
+    "RewardRule",
     "RolloutSamples",
     "Sample",
     "SampleAdapter",

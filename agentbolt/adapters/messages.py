@@ -21,7 +21,7 @@ the fields of the format (``role``, ``content``, ``name``, ``tool_calls``,
 
 Text completions (``prompt``, not ``messages``) are not chat data and are skipped: use
 :class:`~agentbolt.adapters.TripletAdapter` for them. ``min_reward`` keeps only calls
-whose reward (under ``reward_policy``, default ``"final"``) is at least that — calls
+whose reward (under ``reward_rule``, default ``"final"``) is at least that — calls
 with no reward are dropped then — for rejection-sampling fine-tuning.
 """
 
@@ -37,7 +37,7 @@ import orjson
 
 from agentbolt.adapters.calls import ModelCall, extract_model_calls, group_by_attempt
 from agentbolt.adapters.match import AgentMatcher, agent_matcher
-from agentbolt.adapters.rewards import RewardPolicy, assign_rewards, check_policy
+from agentbolt.adapters.rewards import RewardRule, assign_rewards, check_reward_rule
 from agentbolt.types import Span
 
 __all__ = ["ChatRecord", "MessagesAdapter", "to_jsonl"]
@@ -56,12 +56,12 @@ class MessagesAdapter:
         agent_match: str | re.Pattern[str] | AgentMatcher | None = None,
         min_reward: float | None = None,
         *,
-        reward_policy: RewardPolicy = "final",
+        reward_rule: RewardRule = "final",
         train_on_history: bool = False,
     ) -> None:
         self.matcher = agent_matcher(agent_match)
         self.min_reward = min_reward
-        self.reward_policy: RewardPolicy = check_policy(reward_policy)
+        self.reward_rule: RewardRule = check_reward_rule(reward_rule)
         self.train_on_history = train_on_history
 
     def __call__(self, spans: Iterable[Span]) -> list[ChatRecord]:
@@ -76,7 +76,7 @@ class MessagesAdapter:
 
     def _adapt_attempt(self, spans: Sequence[Span]) -> list[ChatRecord]:
         calls = [c for c in extract_model_calls(spans) if not c.failed]
-        rewards = assign_rewards(calls, spans, self.reward_policy)
+        rewards = assign_rewards(calls, spans, self.reward_rule)
         records = []
         for call, reward in zip(calls, rewards, strict=True):
             if call.messages is None or call.response_message is None or not self.matcher(call.agent_name):

@@ -1,8 +1,8 @@
-"""Reward-assignment policies: which reward each model call of an attempt gets.
+"""Reward rules: which reward each model call of an attempt gets.
 
 Rewards are spans (``agentbolt.reward``, see ``docs/semantic-conventions.md``) at the
 moment they were emitted; only the *primary* value (``agentbolt.reward.value``) is used.
-Two policies:
+Two rules:
 
 * ``"final"`` — every call gets the attempt's final reward: the value of its **last**
   reward span (the same value the store keeps as the rollout's reward). With no reward
@@ -30,20 +30,20 @@ from agentbolt import semconv
 from agentbolt.adapters.calls import ModelCall, span_order
 from agentbolt.types import Span
 
-__all__ = ["REWARD_POLICIES", "RewardPolicy", "assign_rewards", "check_policy", "final_reward", "reward_spans"]
+__all__ = ["REWARD_RULES", "RewardRule", "assign_rewards", "check_reward_rule", "final_reward", "reward_spans"]
 
-RewardPolicy = Literal["final", "preceding"]
-REWARD_POLICIES: tuple[str, ...] = ("final", "preceding")
+RewardRule = Literal["final", "preceding"]
+REWARD_RULES: tuple[str, ...] = ("final", "preceding")
 
 
-def check_policy(policy: str) -> RewardPolicy:
-    """``policy`` if it is a known reward policy; a ValueError naming them otherwise."""
-    if policy == "final":
+def check_reward_rule(rule: str) -> RewardRule:
+    """``rule`` if it is a known reward rule; a ValueError naming them otherwise."""
+    if rule == "final":
         return "final"
-    if policy == "preceding":
+    if rule == "preceding":
         return "preceding"
     raise ValueError(
-        f"unknown reward_policy {policy!r}: use 'final' (the attempt's last reward to every call) "
+        f"unknown reward_rule {rule!r}: use 'final' (the attempt's last reward to every call) "
         f"or 'preceding' (each reward to the model call just before it)"
     )
 
@@ -65,11 +65,11 @@ def final_reward(spans: Sequence[Span]) -> float | None:
     return rewards[-1][1] if rewards else None
 
 
-def assign_rewards(calls: Sequence[ModelCall], spans: Sequence[Span], policy: RewardPolicy) -> list[float | None]:
-    """The reward of each of ``calls`` (one attempt's successful calls) under ``policy``."""
-    check_policy(policy)
+def assign_rewards(calls: Sequence[ModelCall], spans: Sequence[Span], rule: RewardRule) -> list[float | None]:
+    """The reward of each of ``calls`` (one attempt's successful calls) under ``rule``."""
+    check_reward_rule(rule)
     rewards = reward_spans(spans)
-    if policy == "final":
+    if rule == "final":
         last = rewards[-1][1] if rewards else None
         return [last] * len(calls)
     order = sorted(range(len(calls)), key=lambda i: calls[i].finished_at)

@@ -3,13 +3,13 @@
 ::
 
     spans = await store.get_spans(rollout_id, "latest")
-    triplets = TripletAdapter(reward_policy="final", agent_match="solver").adapt(spans)
+    triplets = TripletAdapter(reward_rule="final", agent_match="solver").adapt(spans)
     require_token_ids(triplets)          # before RL: every triplet must have the engine's ids
 
 One :class:`Triplet` per successful model call of each attempt in ``spans`` (failed
 calls — status ``error`` — have no response and are left out), in the order the calls
 started. The prompt and the response carry the engine's token ids and the messages /
-text; the reward comes from the reward policy (:mod:`agentbolt.adapters.rewards`);
+text; the reward comes from the reward rule (:mod:`agentbolt.adapters.rewards`);
 ``agent_match`` keeps the calls of the agents it matches (:mod:`agentbolt.adapters.match`).
 
 **Token ids are never made up.** They are the ones the engine returned with the call
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from agentbolt.adapters.calls import ModelCall, extract_model_calls, group_by_attempt
 from agentbolt.adapters.match import AgentMatcher, agent_matcher
-from agentbolt.adapters.rewards import RewardPolicy, assign_rewards, check_policy
+from agentbolt.adapters.rewards import RewardRule, assign_rewards, check_reward_rule
 from agentbolt.semconv import RESOURCES_VERSION, ROLLOUT_SPAN
 from agentbolt.types import Span
 
@@ -78,7 +78,7 @@ class Triplet(BaseModel):
     logprobs: list[float] | None
     """The sampled tokens' logprobs at sampling time (None if the request asked for none)."""
     reward: float | None
-    """From the reward policy; None when the policy gives this call no reward."""
+    """From the reward rule; None when the rule gives this call no reward."""
     rollout_id: str
     attempt_id: str
     span_id: str
@@ -105,21 +105,21 @@ class MissingTokenIdsError(ValueError):
 
 
 class TripletAdapter:
-    """Spans → :class:`Triplet` list. ``reward_policy`` is ``"final"`` or
+    """Spans → :class:`Triplet` list. ``reward_rule`` is ``"final"`` or
     ``"preceding"`` (see :mod:`agentbolt.adapters.rewards`); ``agent_match`` a regular
     expression on the agent name (None: every call)."""
 
     def __init__(
         self,
-        reward_policy: RewardPolicy = "final",
+        reward_rule: RewardRule = "final",
         agent_match: str | re.Pattern[str] | AgentMatcher | None = None,
     ) -> None:
-        self.reward_policy: RewardPolicy = check_policy(reward_policy)
+        self.reward_rule: RewardRule = check_reward_rule(reward_rule)
         self.matcher = agent_matcher(agent_match)
 
     def __repr__(self) -> str:
         pattern = None if self.matcher.pattern is None else self.matcher.pattern.pattern
-        return f"TripletAdapter(reward_policy={self.reward_policy!r}, agent_match={pattern!r})"
+        return f"TripletAdapter(reward_rule={self.reward_rule!r}, agent_match={pattern!r})"
 
     def __call__(self, spans: Iterable[Span]) -> list[Triplet]:
         return self.adapt(spans)
@@ -136,7 +136,7 @@ class TripletAdapter:
     def _adapt_attempt(self, spans: Sequence[Span]) -> list[Triplet]:
         calls = extract_model_calls(spans)
         indexed = [(i, c) for i, c in enumerate(calls) if not c.failed]
-        rewards = assign_rewards([c for _, c in indexed], spans, self.reward_policy)
+        rewards = assign_rewards([c for _, c in indexed], spans, self.reward_rule)
         version = _resources_version(spans)
         return [
             _triplet(call, index, reward, version)

@@ -36,7 +36,7 @@ class AlgorithmContext:
     train_dataset: Sequence[Any] | None = None
     val_dataset: Sequence[Any] | None = None
     rollout_config: RolloutConfig = field(default_factory=lambda: DEFAULT_ROLLOUT_CONFIG.model_copy(deep=True))
-    """Limits and retry policy for rollouts enqueued through this context."""
+    """Limits and retry rules for rollouts enqueued through this context."""
     gateway: GatewayControl | None = None
     """The run's model gateway, for algorithms that update the weights it serves or read
     its calls: a :class:`~agentbolt.gateway.control.LocalGatewayControl` when it is in this

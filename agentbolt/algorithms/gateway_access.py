@@ -37,17 +37,17 @@ def engine_weights(control: GatewayControl | None, *, as_base: bool = True) -> t
     not in this process or holds no transformers model.
 
     ``as_base``: the engine also takes the copied weights as the base of the next LoRA
-    adapter. The copy holds any adapter served now (SFT's, an earlier run's) merged in, and
-    the trainer's fresh adapter is a delta on the copy: without this, the engine would serve
-    that delta on the weights from before its first adapter, dropping the earlier one."""
+    LoRA. The copy holds any LoRA served now (SFT's, an earlier run's) merged in, and
+    the trainer's fresh LoRA is a delta on the copy: without this, the engine would serve
+    that delta on the weights from before its first LoRA, dropping the earlier one."""
     engine = control.engine if control is not None else None
     served = engine.local_model() if engine is not None else None
     if engine is None or served is None:  # vLLM, OpenAI: the weights are in another process
         return None
     model = copy.deepcopy(served)
     model.to(engine.device)
-    if as_base and engine.supports_rebase:  # only the transformers engine has adapters to rebase
-        engine.rebase_adapters()
+    if as_base and engine.supports_rebase:  # only the transformers engine has LoRAs to rebase
+        engine.rebase_loras()
     return model, engine.tokenizer
 
 

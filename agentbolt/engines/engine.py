@@ -70,9 +70,9 @@ class Engine(abc.ABC):
     #: whether :meth:`load_weights` can load new weights into this engine
     supports_weight_updates: bool = False
     #: the :class:`WeightUpdate` fields it takes: ``state_dict`` / ``lora`` (tensors),
-    #: ``lora_path`` (a peft adapter directory it reads)
+    #: ``lora_path`` (a peft LoRA directory it reads)
     weight_formats: tuple[str, ...] = ()
-    #: whether :meth:`rebase_adapters` can make the weights served now the base of the next adapter
+    #: whether :meth:`rebase_loras` can make the weights served now the base of the next LoRA
     supports_rebase: bool = False
     #: the policy's tokenizer, for engines whose completions route takes token ids: the
     #: gateway then renders chats itself (tools included), parses tool calls and builds
@@ -137,9 +137,9 @@ class Engine(abc.ABC):
     async def load_weights(self, update: WeightUpdate, *, version: int | None = None) -> int:
         """Serve new weights and return the new ``policy_version``.
 
-        ``update`` holds full or partial weights (``state_dict``), a LoRA adapter (``lora``,
-        a peft model or an adapter state dict with ``lora_scale`` = alpha / r) or a peft
-        adapter directory the engine can read (``lora_path``): see
+        ``update`` holds full or partial weights (``state_dict``), a LoRA (``lora``,
+        a peft model or a LoRA state dict with ``lora_scale`` = alpha / r) or a peft
+        LoRA directory the engine can read (``lora_path``): see
         :class:`~agentbolt.engines.weight_update.WeightUpdate`. ``version`` defaults to the
         current one + 1. Engines that cannot (``supports_weight_updates = False``) raise
         EngineError(501).
@@ -148,17 +148,17 @@ class Engine(abc.ABC):
             501,
             f"the {self.name} engine cannot load new weights: it forwards to a model server agentbolt does not "
             "control; to train, serve the policy with the transformers engine (in-process) or with vLLM "
-            "(LoRA adapters through lora_path=)",
+            "(LoRAs through lora_path=)",
         )
 
-    def rebase_adapters(self) -> None:
-        """Make the weights served now (any adapter merged in) the base of the next LoRA
-        adapter, without changing what is served. Engines that cannot
-        (``supports_rebase = False``: vLLM applies each adapter to the model it loaded)
+    def rebase_loras(self) -> None:
+        """Make the weights served now (any LoRA merged in) the base of the next LoRA,
+        without changing what is served. Engines that cannot
+        (``supports_rebase = False``: vLLM applies each LoRA to the model it loaded)
         raise EngineError(501)."""
         raise EngineError(
             501,
-            f"the {self.name} engine applies every LoRA adapter to the model it was started with, so the weights it "
+            f"the {self.name} engine applies every LoRA to the model it was started with, so the weights it "
             "serves now cannot become the base of the next one: start it from the trainer's model instead",
         )
 

@@ -8,7 +8,7 @@
   top-level ``prompt_token_ids``, ``choices[i].token_ids``, standard logprobs; streams
   carry ``prompt_token_ids`` on the first chunk and each chunk's ``choices[i].token_ids``.
   This is the GPU path; it is tested here against a fake of that format, not against a
-  running vLLM. It loads LoRA adapters at runtime (:meth:`VLLMEngine.load_weights`
+  running vLLM. It loads LoRAs at runtime (:meth:`VLLMEngine.load_weights`
   with ``lora_path=``), through vLLM's ``/v1/load_lora_adapter`` API.
 
 Several base URLs make several replicas: the gateway pins each rollout to one, places
@@ -199,13 +199,13 @@ class OpenAIEngine(Engine):
 class VLLMEngine(OpenAIEngine):
     """vLLM's OpenAI server (``vllm serve <model>``), returning token ids and logprobs.
 
-    Weight updates are LoRA adapters loaded at runtime: :meth:`load_weights` with
-    ``lora_path=`` (a peft adapter directory every vLLM replica can read) calls
-    ``POST /v1/load_lora_adapter`` on each replica, sends later calls for that adapter
-    (``model = <lora name>``), unloads the previous adapter and bumps ``policy_version``.
+    Weight updates are LoRAs loaded at runtime: :meth:`load_weights` with
+    ``lora_path=`` (a peft LoRA directory every vLLM replica can read) calls
+    ``POST /v1/load_lora_adapter`` on each replica, sends later calls for that LoRA
+    (``model = <lora name>``), unloads the previous LoRA and bumps ``policy_version``.
     The vLLM servers must run with ``--enable-lora`` (and ``--max-lora-rank`` >= the
-    adapter's rank) and the environment ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``.
-    ``lora_name`` prefixes the adapter names (``<lora_name>-v<version>``).
+    LoRA's rank) and the environment ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``.
+    ``lora_name`` prefixes the LoRA names (``<lora_name>-v<version>``).
     Weights loaded by other means: call :meth:`set_policy_version` so spans record the
     version that answered.
 
@@ -236,7 +236,7 @@ class VLLMEngine(OpenAIEngine):
         self.lora_prefix = lora_name
         self._lora: str | None = None
         self._lora_path: str | None = None
-        self._stale: set[int] = set()  # replicas that missed the last adapter load (unreachable then)
+        self._stale: set[int] = set()  # replicas that missed the last LoRA load (unreachable then)
         self._loads = 0
         self._names: ServedNames | None = None
         self._names_retry_at = 0.0
@@ -247,7 +247,7 @@ class VLLMEngine(OpenAIEngine):
 
     @property
     def lora_name(self) -> str | None:
-        """The runtime adapter calls are now sent for (``None``: the base model)."""
+        """The runtime LoRA calls are now sent for (``None``: the base model)."""
         return self._lora
 
     def set_policy_version(self, version: int | None) -> None:
@@ -286,11 +286,11 @@ class VLLMEngine(OpenAIEngine):
                     sorted(self._names.names), self._names.base)
 
     def _check_current(self, replica: int) -> None:
-        """A replica that missed the last adapter load serves old weights: refuse to use it
-        (503: the gateway takes it out, and its :meth:`probe` loads the adapter)."""
+        """A replica that missed the last LoRA load serves old weights: refuse to use it
+        (503: the gateway takes it out, and its :meth:`probe` loads the LoRA)."""
         if replica % self.n_replicas in self._stale:
             raise EngineError(503, f"the vLLM server at {self.base_urls[replica % self.n_replicas]} missed the "
-                                   f"load of adapter {self._lora!r} (it was unreachable): it takes no calls until "
+                                   f"load of LoRA {self._lora!r} (it was unreachable): it takes no calls until "
                                    "a probe loads it")
 
     async def chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
@@ -318,23 +318,23 @@ class VLLMEngine(OpenAIEngine):
             yield chunk
 
     async def load_weights(self, update: WeightUpdate, *, version: int | None = None) -> int:
-        """Load the LoRA adapter at ``update.lora_path`` on every replica and serve it.
+        """Load the LoRA at ``update.lora_path`` on every replica and serve it.
 
-        ``state_dict`` / ``lora`` objects raise EngineError(501): vLLM reads adapters from
+        ``state_dict`` / ``lora`` objects raise EngineError(501): vLLM reads LoRAs from
         a directory, and full-weight sync (NCCL) is not implemented. If a replica refuses
-        the adapter, it is unloaded from the others and the previous one stays served. A
+        the LoRA, it is unloaded from the others and the previous one stays served. A
         replica that cannot be reached (while others load it) is skipped and takes no calls
-        until :meth:`probe` finds it back and loads the adapter there.
+        until :meth:`probe` finds it back and loads the LoRA there.
         """
         if update.state_dict is not None or update.lora is not None:
             raise EngineError(
                 501,
-                "the vllm engine loads LoRA adapters from a directory vLLM can read: save the adapter with "
+                "the vllm engine loads LoRAs from a directory vLLM can read: save the LoRA with "
                 "peft_model.save_pretrained(<shared path>) and pass lora_path=<shared path>; sending tensors "
                 "(state_dict=/lora=) and full-weight sync to vLLM (NCCL) are not implemented",
             )
         if not update.lora_path:
-            raise ValueError("VLLMEngine.update_weights needs lora_path=<a peft adapter directory vLLM can read>")
+            raise ValueError("VLLMEngine.update_weights needs lora_path=<a peft LoRA directory vLLM can read>")
         return await self._on_own_loop(self._load_lora(str(update.lora_path), version))
 
     async def _load_lora(self, path: str, version: int | None) -> int:
@@ -362,7 +362,7 @@ class VLLMEngine(OpenAIEngine):
                 await self._unload(replica, name)
             raise
         for replica, missed_err in missed:
-            logger.warning("vLLM replica %s missed adapter %r (%s): it takes no calls until it answers again",
+            logger.warning("vLLM replica %s missed LoRA %r (%s): it takes no calls until it answers again",
                            self.base_urls[replica], name, missed_err.message)
         old, self._lora, self._lora_path = self._lora, name, path
         self._stale = {r for r, _ in missed}
@@ -373,8 +373,8 @@ class VLLMEngine(OpenAIEngine):
         return new_version
 
     async def probe(self, replica: int) -> None:
-        """``GET /models`` on ``replica``; if it does not list the adapter now served (it was
-        restarted, or missed the load), load the adapter there first."""
+        """``GET /models`` on ``replica``; if it does not list the LoRA now served (it was
+        restarted, or missed the load), load the LoRA there first."""
         await self._on_own_loop(self._probe(replica % self.n_replicas))
 
     async def _probe(self, replica: int) -> None:
@@ -387,8 +387,8 @@ class VLLMEngine(OpenAIEngine):
     async def _unload(self, replica: int, name: str) -> None:
         try:
             await self._lora_call(replica, "/unload_lora_adapter", {"lora_name": name})
-        except EngineError as exc:  # a leftover adapter costs memory, not correctness
-            logger.warning("could not unload LoRA adapter %r from %s: %s", name, self.base_urls[replica], exc.message)
+        except EngineError as exc:  # a leftover LoRA costs memory, not correctness
+            logger.warning("could not unload LoRA %r from %s: %s", name, self.base_urls[replica], exc.message)
 
     async def _lora_call(self, replica: int, path: str, body: dict[str, Any]) -> None:
         session, base = self._client(replica)

@@ -1,11 +1,11 @@
-"""Several named policies of one base model behind one engine: one LoRA adapter per agent.
+"""Several named policies of one base model behind one engine: one LoRA per agent.
 
 ::
 
     engine = PolicyEngines.local(model, tokenizer, ["planner", "solver"])
     gateway = Gateway(engine)
     # the planner calls with model="planner", the solver with model="solver"
-    await engine.update_weights(lora=solver_adapter, lora_scale=2.0, policy="solver")
+    await engine.update_weights(lora=solver_lora, lora_scale=2.0, policy="solver")
     engine.versions            # {"planner": 0, "solver": 1}
 
 A call goes to the policy named by its ``model`` (a harnessed program may add its agent,
@@ -19,10 +19,10 @@ policy only. A trainer of one policy (GRPO with ``agent_match``) publishes to th
 
 :meth:`PolicyEngines.local` serves each policy from its own
 :class:`~agentbolt.engines.transformers_engine.TransformersEngine` on its own copy of the
-base weights (the local engine merges an adapter into the weights it serves, so adapters
+base weights (the local engine merges a LoRA into the weights it serves, so LoRAs
 cannot share one copy): memory grows with the number of policies — fine for small models
-on CPU. vLLM serves many LoRA adapters on one copy of the base model (``--enable-lora``):
-put one :class:`~agentbolt.engines.VLLMEngine` per adapter name in ``PolicyEngines``.
+on CPU. vLLM serves many LoRAs on one copy of the base model (``--enable-lora``):
+put one :class:`~agentbolt.engines.VLLMEngine` per LoRA name in ``PolicyEngines``.
 """
 
 from __future__ import annotations
@@ -135,12 +135,12 @@ class PolicyEngines(Engine):
         engine = self._default_engine()
         return engine.dtype if engine is not None else None
 
-    def rebase_adapters(self) -> None:
-        """See :meth:`TransformersEngine.rebase_adapters`; the default policy's."""
+    def rebase_loras(self) -> None:
+        """See :meth:`TransformersEngine.rebase_loras`; the default policy's."""
         engine = self._default_engine()
         if engine is None:
             raise EngineError(501, "these policies have no default: rebase one policy's engine (PolicyControl)")
-        engine.rebase_adapters()
+        engine.rebase_loras()
 
     # ---- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:

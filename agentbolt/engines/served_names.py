@@ -3,7 +3,7 @@
 vLLM answers 404 ("The model `policy` does not exist") for a name it does not serve, and
 agents name models freely: ``gateway_llm()`` sends ``"policy"``, programs hard-code
 ``"gpt-4o"``. An engine given no ``model=`` asks the server's ``/v1/models`` once and
-sends a call naming anything else than a served model (base or loaded LoRA adapter) for
+sends a call naming anything else than a served model (base or loaded LoRA) for
 the base model.
 """
 

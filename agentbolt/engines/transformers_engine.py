@@ -190,11 +190,11 @@ class TransformersEngine(Engine):
 
         ``update.state_dict``: full or partial weights of the served architecture (a merged peft
         model's ``state_dict()`` works too: its prefixes are stripped). ``lora``: a peft
-        ``PeftModel`` (its active adapter and scale are read) or an adapter state dict as
+        ``PeftModel`` (its active LoRA and scale are read) or a LoRA state dict as
         ``peft.get_peft_model_state_dict`` returns (then pass ``lora_scale`` = alpha / r);
-        ``lora_path``: a peft adapter directory (``save_pretrained``'s
+        ``lora_path``: a peft LoRA directory (``save_pretrained``'s
         ``adapter_config.json`` + ``adapter_model.safetensors``; the scale is read from the
-        config). The engine serves base + adapter, and a later adapter replaces, not adds to, it.
+        config). The engine serves base + LoRA, and a later LoRA replaces, not adds to, it.
         The running rows finish on the old weights; queued requests wait and run on the new
         ones; nothing is dropped. Cached prompt prefixes (K/V of the old weights) are dropped.
         ``version`` defaults to the current one + 1.
@@ -207,25 +207,25 @@ class TransformersEngine(Engine):
             lora, lora_scale = await asyncio.to_thread(read_lora_dir, lora_path)
         if state_dict is None and lora is None:
             raise ValueError("update_weights needs state_dict=... and/or lora=... (or lora_path=...)")
-        adapter = lora_from(lora, lora_scale) if lora is not None else None
+        delta = lora_from(lora, lora_scale) if lora is not None else None
         if state_dict is not None:  # copy now: the trainer may keep updating its tensors
             state_dict = {k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()}
-        if adapter is not None:
-            adapter = ({k: v.detach().to("cpu", copy=True) for k, v in adapter[0].items()}, adapter[1])
+        if delta is not None:
+            delta = ({k: v.detach().to("cpu", copy=True) for k, v in delta[0].items()}, delta[1])
 
         def apply() -> None:
             if state_dict is not None:
                 self._lora.restore(self.model)
                 load_full(self.model, state_dict)
-            if adapter is not None:
-                self._lora.apply(self.model, adapter[0], adapter[1])
+            if delta is not None:
+                self._lora.apply(self.model, delta[0], delta[1])
 
         return await asyncio.wrap_future(self._scheduler.swap(apply, version))
 
-    def rebase_adapters(self) -> None:
-        """Make the weights served now the base of the next LoRA adapter (the current one
+    def rebase_loras(self) -> None:
+        """Make the weights served now the base of the next LoRA (the current one
         stays merged in). Call it when a trainer copies the served model to put a fresh
-        adapter on it, so that adapter is served on top of what the trainer copied. Nothing
+        LoRA on it, so that LoRA is served on top of what the trainer copied. Nothing
         served changes, so the policy version stays."""
         self._lora.rebase()
 

@@ -8,11 +8,11 @@ server, sends it over ``POST /v1/gateway/weights``, where the server rebuilds it
 fields are set is the format: engines say which they take (``Engine.weight_formats``).
 
 * ``state_dict`` — full or partial weights of the served architecture (tensors);
-* ``lora`` — a LoRA adapter: a peft ``PeftModel`` (its active adapter and scale are read),
-  or an adapter state dict as ``peft.get_peft_model_state_dict`` returns it, with
+* ``lora`` — a LoRA: a peft ``PeftModel`` (its active LoRA and scale are read),
+  or a LoRA state dict as ``peft.get_peft_model_state_dict`` returns it, with
   ``lora_scale`` = alpha / r;
-* ``lora_path`` — a peft adapter directory the engine can read (``save_pretrained``'s
-  files; the scale is in its config): how vLLM takes adapters.
+* ``lora_path`` — a peft LoRA directory the engine can read (``save_pretrained``'s
+  files; the scale is in its config): how vLLM takes LoRAs.
 
 The value only carries the weights; each engine checks what it can load and says what to
 do otherwise. The keyword spelling ``update_weights(state_dict=..., lora=..., lora_scale=...,
@@ -30,7 +30,7 @@ __all__ = ["WeightUpdate"]
 
 @dataclass(frozen=True, slots=True)
 class WeightUpdate:
-    """New weights for the engine: tensors (``state_dict`` and/or ``lora``) or an adapter
+    """New weights for the engine: tensors (``state_dict`` and/or ``lora``) or a LoRA
     directory (``lora_path``). See the module docstring for each field."""
 
     state_dict: Mapping[str, Any] | None = None

@@ -4,7 +4,7 @@ When a runner process crashes, its attempts would sit ``running`` until the stor
 notices the missing heartbeats (``unresponsive_seconds``, if the rollout has one at
 all). The trainer saw the crash, so it says so right away: each active attempt of the
 dead worker is marked ``unresponsive``, which requeues its rollout while it has tries
-left (or fails it, per the rollout's retry policy).
+left (or fails it, per the rollout's retry rules).
 """
 
 from __future__ import annotations

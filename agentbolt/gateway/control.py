@@ -14,8 +14,8 @@ later token carries the new one), resume — always, even when the load fails.
 Both wait for the gateway's span writer (:meth:`~GatewayControl.flush`: in this process
 directly, in a server through ``POST /v1/gateway/flush``), and reach the engine directly
 for what a trainer checks before and after it publishes: ``completions`` (a probe, part
-of no rollout: ``POST /v1/gateway/completions``) and ``rebase_adapters`` (the weights
-served now become the base of the next adapter: ``POST /v1/gateway/rebase``).
+of no rollout: ``POST /v1/gateway/completions``) and ``rebase_loras`` (the weights
+served now become the base of the next LoRA: ``POST /v1/gateway/rebase``).
 
 ::
 
@@ -107,14 +107,14 @@ class GatewayControl(abc.ABC):
             raise NotImplementedError(f"{type(self).__name__} reaches no engine for a direct call")
         return await engine.completions(body)
 
-    async def rebase_adapters(self) -> None:
-        """Make the weights the engine serves now the base of the next LoRA adapter (see
-        :meth:`~agentbolt.engines.engine.Engine.rebase_adapters`); EngineError(501) for an
+    async def rebase_loras(self) -> None:
+        """Make the weights the engine serves now the base of the next LoRA (see
+        :meth:`~agentbolt.engines.engine.Engine.rebase_loras`); EngineError(501) for an
         engine that cannot."""
         engine = self.engine
         if engine is None:
             raise NotImplementedError(f"{type(self).__name__} reaches no engine to rebase")
-        engine.rebase_adapters()
+        engine.rebase_loras()
 
     @abc.abstractmethod
     async def flush(self) -> None:
@@ -224,7 +224,7 @@ class RemoteGateway(GatewayControl):
         _raise_for(response)
         return dict(response.json())
 
-    async def rebase_adapters(self) -> None:
+    async def rebase_loras(self) -> None:
         _raise_for(await self._http().post(REBASE_ROUTE))
 
     async def flush(self) -> None:

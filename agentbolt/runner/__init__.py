@@ -2,10 +2,10 @@
 functions), hooks, and the :class:`Runner` that claims, runs, heartbeats and reports."""
 
 from agentbolt.runner.agent import (
-    AgentAdapter,
     AgentParameterError,
     LitAgent,
     RolloutFunction,
+    RunnableAgent,
     as_agent,
     rollout,
 )
@@ -23,7 +23,6 @@ from agentbolt.runner.runner import Runner
 
 __all__ = [
     "GATEWAY_ENDPOINT",
-    "AgentAdapter",
     "AgentLoadError",
     "AgentParameterError",
     "AttemptStopped",
@@ -32,6 +31,7 @@ __all__ = [
     "LitAgent",
     "RetryableError",
     "RolloutFunction",
+    "RunnableAgent",
     "Runner",
     "RunnerStats",
     "as_agent",

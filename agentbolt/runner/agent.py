@@ -42,11 +42,11 @@ from agentbolt.types import LLM, PromptTemplate, Resources, Rollout, RolloutMode
 
 __all__ = [
     "INJECTABLE_PARAMETERS",
-    "AgentAdapter",
     "AgentParameterError",
     "EntryPoint",
     "LitAgent",
     "RolloutFunction",
+    "RunnableAgent",
     "as_agent",
     "reward_from_result",
     "rollout",
@@ -310,8 +310,8 @@ def _name_of(fn: Any) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__  # third-party: the user's agent, any callable
 
 
-# ----------------------------------------------------------------------------- adapter
-class AgentAdapter:
+# ---------------------------------------------------------------------- runnable agent
+class RunnableAgent:
     """Any accepted agent form, seen the same way by the runner: a name, and the entry
     point to call for a rollout's mode."""
 
@@ -331,15 +331,15 @@ class AgentAdapter:
         return f"<agentbolt agent {self.name!r}>"
 
 
-def as_agent(obj: Any) -> AgentAdapter:
+def as_agent(obj: Any) -> RunnableAgent:
     """Accept a :func:`rollout` function, a :class:`LitAgent` (instance or class), a plain
     function ``fn(task)`` / ``fn(rollout)``, or a ``"module:object"`` reference."""
-    if isinstance(obj, AgentAdapter):
+    if isinstance(obj, RunnableAgent):
         return obj
     source = obj
     if isinstance(obj, str):
         obj = load_object(obj)
-        if isinstance(obj, AgentAdapter):
+        if isinstance(obj, RunnableAgent):
             return obj
     if isinstance(obj, type) and issubclass(obj, LitAgent):
         obj = obj()
@@ -352,11 +352,11 @@ def as_agent(obj: Any) -> AgentAdapter:
                 "(or rollout / rollout_async, Agent Lightning's names)"
             )
         validation = _entry_point(obj, _VALIDATION_METHODS)
-        return AgentAdapter(source if isinstance(source, str) else obj, obj.name or cls.__name__, train, validation)
+        return RunnableAgent(source if isinstance(source, str) else obj, obj.name or cls.__name__, train, validation)
     if isinstance(obj, RolloutFunction):
-        return AgentAdapter(source, obj.name, EntryPoint.of(obj.fn))
+        return RunnableAgent(source, obj.name, EntryPoint.of(obj.fn))
     if callable(obj) and not isinstance(obj, type):
-        return AgentAdapter(source, _name_of(obj), EntryPoint.of(obj))
+        return RunnableAgent(source, _name_of(obj), EntryPoint.of(obj))
     raise TypeError(
         f"cannot use {obj!r} as an agent: pass a function decorated with @agentbolt.rollout, a plain "
         "function fn(task) or fn(rollout), a LitAgent subclass or instance, or a 'module:object' reference"

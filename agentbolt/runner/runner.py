@@ -33,7 +33,7 @@ from typing import Any
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Status, StatusCode
 
-from agentbolt.runner.agent import AgentAdapter, as_agent, split_result
+from agentbolt.runner.agent import RunnableAgent, as_agent, split_result
 from agentbolt.runner.calls import AgentCall, start_call
 from agentbolt.runner.error_log import PROCESS_ERRORS, FirstSeenErrors
 from agentbolt.runner.gateway_llm import resolve_gateway_llms
@@ -107,7 +107,7 @@ class Runner:
         if heartbeat_interval <= 0 or poll_interval <= 0:
             raise ValueError("heartbeat_interval and poll_interval must be positive (seconds)")
         source = agent if agent is not None else run_fn
-        self._agent: AgentAdapter | None = as_agent(source) if source is not None else None
+        self._agent: RunnableAgent | None = as_agent(source) if source is not None else None
         self.store = store
         self.concurrency = concurrency
         self.worker_id = worker_id or default_worker_id()
@@ -125,7 +125,7 @@ class Runner:
         """This runner's agent failures by kind, for the summary it logs when it stops."""
 
     @property
-    def agent(self) -> AgentAdapter | None:
+    def agent(self) -> RunnableAgent | None:
         return self._agent
 
     # ------------------------------------------------------------------------ main loop

@@ -1,4 +1,4 @@
-"""The agentbolt server: the store API over HTTP (plus OTLP ingest and metrics).
+"""The agentbolt server: the store API over HTTP (plus OTLP ingest and Prometheus telemetry).
 
 ``create_app(store)`` builds the FastAPI app; ``run_server(store_url)`` serves it with
 uvicorn; ``agentbolt.server.testing.serve_in_thread`` runs one in a background thread.

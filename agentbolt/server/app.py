@@ -1,7 +1,7 @@
 """The FastAPI app serving a :class:`~agentbolt.store.base.Store` over HTTP, and
 :func:`run_server` to run it.
 
-Layers, outside in: metrics (timing by route template) → error guard (a crash is a
+Layers, outside in: telemetry (timing by route template) → error guard (a crash is a
 logged 500, never a dropped connection) → body-size limit → authentication → routes.
 The lifespan starts the store, checks deadlines in the background, and closes the store;
 while the app runs, the startup heap is frozen out of garbage collection (:mod:`.gc_freeze`).
@@ -33,10 +33,10 @@ from agentbolt.server.errors import (
     error_response,
     install_exception_handlers,
 )
-from agentbolt.server.metrics import ServerMetrics
 from agentbolt.server.routes import ROUTERS
 from agentbolt.server.routes.context import ServerContext
 from agentbolt.server.schemas import TypedBatchRequest
+from agentbolt.server.telemetry import ServerTelemetry
 from agentbolt.store.base import Store
 from agentbolt.version import __version__
 
@@ -148,13 +148,13 @@ async def _refuse_and_drain(message: str, receive: Receive, send: Send) -> None:
 _CONVERTOR = re.compile(r"\{(\w+):\w+\}")
 
 
-class MetricsMiddleware:
+class TelemetryMiddleware:
     """Times every request and reports it under its route template
     (``/v1/rollouts/{rollout_id}``; convertors such as ``:path`` are left out)."""
 
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+    def __init__(self, app: ASGIApp, telemetry: ServerTelemetry) -> None:
         self.app = app
-        self.metrics = metrics
+        self.telemetry = telemetry
         self._templates: dict[str, str] = {}
 
     def _template(self, scope: Scope) -> str:
@@ -182,7 +182,7 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_tracking)
         finally:
-            self.metrics.observe_request(scope["method"], self._template(scope), status, time.perf_counter() - t0)
+            self.telemetry.observe_request(scope["method"], self._template(scope), status, time.perf_counter() - t0)
 
 
 async def _check_deadlines_forever(store: Store) -> None:
@@ -255,8 +255,8 @@ def create_app(
     """
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
-    metrics = ServerMetrics()
-    ctx = ServerContext(store, admin_token=admin_token, metrics=metrics)
+    telemetry = ServerTelemetry()
+    ctx = ServerContext(store, admin_token=admin_token, telemetry=telemetry)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -307,7 +307,7 @@ def create_app(
     app.add_middleware(DashboardMiddleware)  # the dashboard's files need no token
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes, max_weights_bytes=max_weights_bytes)
     app.add_middleware(ErrorGuardMiddleware)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(TelemetryMiddleware, telemetry=telemetry)
     if cors_origins:  # outermost: preflights carry no token, and errors need the CORS headers too
         from starlette.middleware.cors import CORSMiddleware
 

@@ -8,7 +8,7 @@ and serve a trainable model, and nothing of any one algorithm's idea.
   it hands to the engine, export (torch).
 * :mod:`.logprobs` — token logprobs at the trained positions only (the output layer runs on
   those alone), each task's shared prompt run once per micro-batch.
-* :mod:`.lora` — :class:`~.lora.LoraSettings`, the adapter a config asks for.
+* :mod:`.lora` — :class:`~.lora.LoraSettings`, the LoRA a config asks for.
 * :mod:`.settings` — :class:`~.settings.PolicyTrainingConfig`, the fields GRPO's and SFT's configs share.
 * :mod:`.checkpoint` — ``run_dir/checkpoints/step-N``: weights, optimizer, run state (torch).
 * :mod:`.distributed` — data parallelism with ``torch.distributed``, the identity without it.

@@ -1,6 +1,6 @@
 """Checkpoints: resume a training run (GRPO, SFT) after a crash without losing a step.
 
-``run_dir/checkpoints/step-000007/`` holds the trained weights (the adapter, or every
+``run_dir/checkpoints/step-000007/`` holds the trained weights (the LoRA, or every
 weight) as safetensors, the optimizer state, and ``state.json``: the step, the policy
 version, the task stream position and the groups in flight (their rollouts are in the
 store, so a resumed async run picks them up instead of sampling them again). A

@@ -20,7 +20,7 @@ Checkpoints are sharded with ``torch.distributed.checkpoint`` (DCP): each rank w
 shards, and a checkpoint loads on any number of ranks, or in one process without a
 process group (:func:`save_sharded`, :func:`load_sharded`). :func:`full_state_dict`
 gathers the whole model (on rank 0) for an export as a plain Hugging Face model or
-adapter. Without a process group nothing is sharded and the helpers act on the plain model.
+LoRA. Without a process group nothing is sharded and the helpers act on the plain model.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
 
 def gathered_model(model: Any) -> Any:
     """A plain (unsharded) copy of ``model`` on rank 0, None on the others (all call it):
-    the same architecture built from its config (and the same adapter), with the
+    the same architecture built from its config (and the same LoRA), with the
     gathered weights. Without sharding: ``model`` itself."""
     if not is_sharded(model):
         return model

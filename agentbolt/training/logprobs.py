@@ -169,7 +169,7 @@ def shifted_logprobs(logits: Tensor, input_ids: Tensor, *, with_entropy: bool = 
 
 def split_head(model: Any) -> tuple[Any, Any] | None:
     """``(backbone, output layer)`` of a causal LM whose logits are ``head(backbone(...))``
-    (a peft model: its base model's, adapters included), or None when the logits are more
+    (a peft model: its base model's, LoRAs included), or None when the logits are more
     than that (soft-capped, scaled) or the model does not say."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     backbone = getattr(base, getattr(base, "base_model_prefix", ""), None)  # third-party: models' internals vary

@@ -1,8 +1,8 @@
-"""``LoraSettings``: the LoRA adapter a trainer puts on the model — W + (α/r)·B·A.
+"""``LoraSettings``: the LoRA a trainer puts on the model — W + (α/r)·B·A.
 
 One typed object shared by every algorithm that trains weights (GRPO, SFT); ``None`` in
 their configs means full fine-tuning. :class:`~agentbolt.training.policy.Policy` wraps the
-model with a fresh peft adapter built from it.
+model with a fresh peft LoRA built from it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ __all__ = ["LoraSettings"]
 
 
 class LoraSettings(BaseModel):
-    """A LoRA adapter (peft) on the attention projections: W + (α/r)·B·A."""
+    """A LoRA (peft) on the attention projections: W + (α/r)·B·A."""
 
     model_config = ConfigDict(extra="forbid")
 

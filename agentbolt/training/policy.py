@@ -1,16 +1,16 @@
-"""``Policy``: the model a trainer (GRPO, SFT) trains — a causal LM, with a LoRA adapter (peft) or all
+"""``Policy``: the model a trainer (GRPO, SFT) trains — a causal LM, with a LoRA (peft) or all
 weights trainable — and the three things the algorithm asks of it:
 
 * token logprobs (and entropies) of padded token id batches, aligned so that
   ``logprobs[n, t] = log π(ids[n, t] | ids[n, < t])`` (0 at t = 0), like samples store them;
-* the reference policy for the KL term (the adapter switched off, or a frozen copy);
+* the reference policy for the KL term (the LoRA switched off, or a frozen copy);
 * the weights to hand to the serving engine (:meth:`weight_update`).
 
 The trainer never tokenizes: it trains on the engine's token ids. The tokenizer is only
 kept to be saved next to exported weights.
 
 Precision: trained weights are always float32 (the *master* weights). ``dtype`` is the
-compute dtype: with LoRA the frozen base is stored in it (peft keeps the adapter in
+compute dtype: with LoRA the frozen base is stored in it (peft keeps the LoRA in
 float32); full fine-tuning in bfloat16 keeps float32 weights and runs the forward under
 ``torch.autocast`` — bf16 weights would round most AdamW steps (lr · update ≪ 2⁻⁸ · |w|)
 away. Logprobs the update compares (π_prox, π_ref) come from :meth:`Policy.inference_logprobs`:
@@ -58,7 +58,7 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 class Policy:
     """A trainable causal LM. ``model`` is a transformers ``PreTrainedModel`` (it is
-    wrapped with a fresh LoRA adapter when ``lora`` is given) or an existing
+    wrapped with a fresh LoRA when ``lora`` is given) or an existing
     ``peft.PeftModel`` (trained as it is)."""
 
     def __init__(
@@ -175,7 +175,7 @@ class Policy:
 
     @contextlib.contextmanager
     def reference(self) -> Iterator[Any]:
-        """The model as it was before training: the base weights under the adapter, or
+        """The model as it was before training: the base weights under the LoRA, or
         the frozen copy kept for full fine-tuning (``keep_reference=True``)."""
         if self.lora:
             with self.model.disable_adapter():
@@ -195,13 +195,13 @@ class Policy:
 
     # ------------------------------------------------------------------ weights out
     def weight_update(self) -> WeightUpdate:
-        """What the engine must load to serve this policy: the adapter and its scale, or
+        """What the engine must load to serve this policy: the LoRA and its scale, or
         the full state dict (CPU copies, safe to hand to another thread)."""
         self._unsharded("publishing to an engine")
         if self.lora:
             from agentbolt.engines.local.weights import lora_from
 
-            state, scale = lora_from(self.model, None)  # the adapter and alpha / r, as the engine reads them
+            state, scale = lora_from(self.model, None)  # the LoRA and alpha / r, as the engine reads them
             return WeightUpdate(lora={k: v.detach().to("cpu", torch.float32, copy=True) for k, v in state.items()},
                                 lora_scale=scale)
         return WeightUpdate({k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()})
@@ -211,7 +211,7 @@ class Policy:
         return self.weight_update().keywords()
 
     def trainable_state(self) -> dict[str, Tensor]:
-        """What a checkpoint must save: the adapter, or every weight (sharded: use
+        """What a checkpoint must save: the LoRA, or every weight (sharded: use
         :func:`.fsdp.save_sharded`, or :meth:`export` for the gathered model)."""
         self._unsharded("a whole-state checkpoint")
         if self.lora:
@@ -230,12 +230,12 @@ class Policy:
             result = set_peft_model_state_dict(self.model, state)
             unexpected = getattr(result, "unexpected_keys", None)  # third-party: transformers/peft objects vary
             if unexpected:
-                raise ValueError(f"checkpoint has {len(unexpected)} keys this adapter lacks (e.g. {unexpected[:2]})")
+                raise ValueError(f"checkpoint has {len(unexpected)} keys this LoRA lacks (e.g. {unexpected[:2]})")
         else:
             self.model.load_state_dict(state)
 
     def base_weights(self) -> Iterator[tuple[str, Tensor]]:
-        """The weights without the adapter, named as in the plain model (what an engine
+        """The weights without the LoRA, named as in the plain model (what an engine
         serving this policy's base holds); every weight when training all of them."""
         self._unsharded("reading the base weights")
         if not self.lora:
@@ -246,7 +246,7 @@ class Policy:
                 yield name.replace(".base_layer.", "."), param
 
     def merged_model(self) -> Any:
-        """A plain transformers model with the adapter merged in (a copy; training goes on).
+        """A plain transformers model with the LoRA merged in (a copy; training goes on).
         Sharded: gathered on rank 0 (None on the others, which must call it too)."""
         if self.sharded:
             whole = fsdp.gathered_model(self.model)
@@ -255,8 +255,8 @@ class Policy:
             return self.model
         return copy.deepcopy(self.model).merge_and_unload()
 
-    def adapter_model(self) -> Any:
-        """The peft model (adapter unmerged) as one process holds it: ``model`` itself, or,
+    def lora_model(self) -> Any:
+        """The peft model (LoRA unmerged) as one process holds it: ``model`` itself, or,
         sharded, a gathered copy on rank 0 (None on the others, which must call it too)."""
         return fsdp.gathered_model(self.model) if self.sharded else self.model
 

@@ -10,16 +10,16 @@ engine samples must come from the weights the trainer holds, or the importance r
   weights (a transformers engine in float32 like the trainer, on the same device). When
   not, GRPO recomputes π_old with the trainer (:mod:`agentbolt.algorithms.grpo.update`);
 * :class:`Publisher` — sends the weights in the format the engine takes: tensors to the
-  transformers engine (here or in a server), a peft adapter directory to engines that read
-  adapters from disk (vLLM's runtime LoRA route); then, for an engine that reports its
+  transformers engine (here or in a server), a peft LoRA directory to engines that read
+  LoRAs from disk (vLLM's runtime LoRA route); then, for an engine that reports its
   numerics (here or in a server), compares the engine's logprobs with the trainer's on a
   probe sequence: ``publish/max_abs_logprob_diff`` = max_t |log π_engine(y_t | y_<t) −
   log π_θ(y_t | y_<t)| over the engine's greedy continuation y of the probe, against a
   tolerance that depends on the dtypes (:func:`probe_tolerance`);
 * :meth:`Publisher.adopt_served_base` — before a trainer that brought its own weights
   (``model=``) publishes anything: the engine's served weights must be the trainer's base
-  — then they become the base of the trainer's adapters (``rebase_adapters``), so an
-  adapter another trainer left (SFT's) is not dropped by the first publish — or the run
+  — then they become the base of the trainer's LoRAs (``rebase_loras``), so an
+  LoRA another trainer left (SFT's) is not dropped by the first publish — or the run
   refuses (:class:`ServedWeightsMismatchError`).
 """
 
@@ -135,7 +135,7 @@ def numerics_match(policy: Any, info: EngineInfo) -> bool:
     """Whether the engine computes the trainer's logprobs for the same weights: a
     transformers engine (here or in a server) in float32 like the trainer, on the same
     device. In bf16 the engine's merged weights (W + s·BA rounded to bf16) and the
-    trainer's unmerged adapter differ by more than rounding noise can be told from; an
+    trainer's unmerged LoRA differ by more than rounding noise can be told from; an
     engine that does not report dtype and device (vLLM: other kernels) never matches."""
     if info.dtype is None or info.device is None:
         return False
@@ -156,9 +156,9 @@ def served_weights_gap(served: Any, policy: Any) -> tuple[int, str | None]:
     (:meth:`~agentbolt.training.policy.Policy.base_weights`) by more than rounding, and the
     first such weight's name. Compared tensor by tensor on the engine's device, in the
     coarser of the two dtypes, to 4 ulp of it, relative to the weight and to the tensor's
-    mean magnitude (an engine merges an adapter into weights already rounded to its dtype:
+    mean magnitude (an engine merges a LoRA into weights already rounded to its dtype:
     an element that nearly cancels keeps the rounding error of the weight it came from).
-    A rounding flip is not a difference; SFT's adapter, or other weights, are."""
+    A rounding flip is not a difference; SFT's LoRA, or other weights, are."""
     import torch
 
     mine = dict(policy.base_weights())
@@ -182,19 +182,19 @@ def served_weights_gap(served: Any, policy: Any) -> tuple[int, str | None]:
 class Publisher:
     """Publishes ``policy`` to the engine behind ``control`` (see the module doc).
 
-    ``adapter_dir``: where adapters are saved for engines that read them from disk, one
+    ``lora_dir``: where LoRAs are saved for engines that read them from disk, one
     ``v<version>/`` directory per publish (the newest ``keep`` are kept).
     ``check``/``tolerance``: probe an in-process engine after each publish; when trainer
     and engine compute alike (:func:`numerics_match`), a difference above ``tolerance``
     raises :class:`PublishMismatchError` — training on, the trainer would learn from tokens
     its policy did not sample."""
 
-    def __init__(self, control: GatewayControl, policy: Any, info: EngineInfo, *, adapter_dir: str | Path,
+    def __init__(self, control: GatewayControl, policy: Any, info: EngineInfo, *, lora_dir: str | Path,
                  check: bool = True, tolerance: float = 1e-3, keep: int = 2) -> None:
         self.control = control
         self.policy = policy
         self.info = info
-        self.adapter_dir = Path(adapter_dir)
+        self.lora_dir = Path(lora_dir)
         self.check = check
         self.tolerance = tolerance
         self.keep = keep
@@ -205,8 +205,8 @@ class Publisher:
         if self.info.takes_tensors or not self.info.weight_formats:
             return
         if "lora_path" in self.info.weight_formats and not self.policy.lora:
-            raise ValueError(f"the {self.info.name} engine loads LoRA adapters only, and this policy trains every "
-                             "weight: train an adapter (lora=LoraSettings(...)); full-weight sync to vLLM (NCCL) is "
+            raise ValueError(f"the {self.info.name} engine loads LoRAs only, and this policy trains every "
+                             "weight: train a LoRA (lora=LoraSettings(...)); full-weight sync to vLLM (NCCL) is "
                              "not implemented")
 
     async def publish(
@@ -217,7 +217,7 @@ class Publisher:
         if self.info.takes_tensors or not self.info.weight_formats:
             served = await self.control.load_weights(self.policy.weight_update(), version=version)
         else:
-            path = self._save_adapter(version)
+            path = self._save_lora(version)
             served = await self.control.load_weights(WeightUpdate(lora_path=str(path)), version=version)
             self._prune()
         values: dict[str, Any] = {}
@@ -227,12 +227,12 @@ class Publisher:
                 values["publish/max_abs_logprob_diff"] = diff
         return served, values
 
-    def _save_adapter(self, version: int | None) -> Path:
-        """The adapter as ``save_pretrained`` writes it, under ``adapter_dir/v<version>``
+    def _save_lora(self, version: int | None) -> Path:
+        """The LoRA as ``save_pretrained`` writes it, under ``lora_dir/v<version>``
         (written to a temporary directory first, so a reader never sees half of it)."""
         name = f"v{version}" if version is not None else "latest"
-        final = self.adapter_dir / name
-        tmp = self.adapter_dir / f".tmp-{name}"
+        final = self.lora_dir / name
+        tmp = self.lora_dir / f".tmp-{name}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         self.policy.model.save_pretrained(str(tmp), safe_serialization=True)
@@ -242,24 +242,24 @@ class Publisher:
         return final.resolve()
 
     def _prune(self) -> None:
-        found = sorted((p for p in self.adapter_dir.glob("v*") if p.name[1:].isdigit()), key=lambda p: int(p.name[1:]))
+        found = sorted((p for p in self.lora_dir.glob("v*") if p.name[1:].isdigit()), key=lambda p: int(p.name[1:]))
         for old in found[: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)
 
     async def adopt_served_base(self) -> dict[str, Any]:
         """Before a trainer given its own weights publishes anything: check that the engine
-        serves them, then make what it serves the base of the trainer's adapters (any
-        adapter it serves now stays merged in, as it is in the trainer's weights: an SFT
-        export on an engine that serves SFT's adapter). Raises
+        serves them, then make what it serves the base of the trainer's LoRAs (any
+        LoRA it serves now stays merged in, as it is in the trainer's weights: an SFT
+        export on an engine that serves SFT's LoRA). Raises
         :class:`ServedWeightsMismatchError` when the engine serves other weights.
 
         An engine in this process is compared weight by weight (:func:`served_weights_gap`:
         exact to the served dtype's rounding, bf16 included); one in a server by a probe
-        (the trainer's adapter is still zero, so its logprobs are its base's) within
+        (the trainer's LoRA is still zero, so its logprobs are its base's) within
         :func:`probe_tolerance` — decisive in float32; in 16 bits the probe only sees
         differences above rounding, so the trainer's base is then loaded into the engine
         (one upload at the start, exact). An engine that reports no numerics (vLLM) cannot
-        be checked: it is said once, and its adapters go on the model it was started with."""
+        be checked: it is said once, and its LoRAs go on the model it was started with."""
         engine = self.control.engine
         served = engine.local_model() if engine is not None and engine.supports_rebase else None
         if engine is not None and served is not None:
@@ -283,18 +283,18 @@ class Publisher:
                 return values
         else:
             log.warning("the %s engine does not report its numerics, so whether it serves the weights given with "
-                        "model= cannot be checked: its adapters are applied to the model it was started with, which "
+                        "model= cannot be checked: its LoRAs are applied to the model it was started with, which "
                         "must be those weights", self.info.name)
             return {}
         if self.policy.lora and self.info.takes_tensors:
-            await self.control.rebase_adapters()
-        log.info("the engine (%s) serves the weights given with model=; they are the base of the trainer's adapters "
+            await self.control.rebase_loras()
+        log.info("the engine (%s) serves the weights given with model=; they are the base of the trainer's LoRAs "
                  "%s", self.info.describe(), values)
         return values
 
     def _base_update(self) -> WeightUpdate:
         """The trainer's base weights in the engine's dtype, as a full load (which the engine
-        then takes as the base of later adapters)."""
+        then takes as the base of later LoRAs)."""
         import torch
 
         dtype = getattr(torch, str(self.info.dtype).removeprefix("torch."))  # third-party: torch's dtype by its name
@@ -302,7 +302,7 @@ class Publisher:
 
     def _refusal(self, what: str) -> str:
         return (f"the engine ({self.info.describe()}) does not serve the weights this trainer was given with model=: "
-                f"{what}. Its adapters would be served on other weights than the trainer trains. Train what it serves "
+                f"{what}. Its LoRAs would be served on other weights than the trainer trains. Train what it serves "
                 "(GRPO()/SFT() without model=, engine in this process), load the weights into it first "
                 "(control.update_weights(state_dict=...)), or start the engine from them (agentbolt server --model "
                 "<the same directory>)")

@@ -17,7 +17,7 @@ Around an algorithm's own steps, a run always does the same things, in this orde
 
 A run may train **several policies** (``policies=["planner", "solver"]``, one LoRA per
 agent): each keeps its files in ``run_dir/<policy>/`` (checkpoints, published versions,
-adapters) and is exported to ``export_dir/<policy>`` (or ``run_dir/<policy>/model``); a
+LoRAs) and is exported to ``export_dir/<policy>`` (or ``run_dir/<policy>/model``); a
 resumed run continues from the newest step *every* policy has a checkpoint of (they are
 saved one after the other, so a crash between two saves leaves one policy a step ahead);
 an evaluation is logged with each policy's version (``<policy>/policy_version``).

@@ -1,5 +1,5 @@
 """``PolicyTrainingConfig``: what the config of every weight-training algorithm (GRPO,
-SFT) shares — how the policy is held (a LoRA adapter or every weight, the compute dtype,
+SFT) shares — how the policy is held (a LoRA or every weight, the compute dtype,
 sharding over ranks, activation checkpointing), the optimizer's fixed knobs, and loading
 from YAML. Each algorithm's config adds its own fields (and its own learning rate, whose
 good default differs)."""
@@ -23,7 +23,7 @@ class PolicyTrainingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     lora: LoraSettings | None = Field(default_factory=LoraSettings)
-    """A LoRA adapter to train; ``None`` trains every weight."""
+    """A LoRA to train; ``None`` trains every weight."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """The trainer's compute dtype. ``auto``: bfloat16 on GPUs that support it, float32 on
     CPU. Trained weights stay float32 whatever it is (full fine-tuning runs bf16 under autocast)."""

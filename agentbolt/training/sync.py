@@ -3,7 +3,7 @@ later ones) that publishes the policy, numbers its versions and says which sampl
 trained on.
 
 * **publish** (:class:`~agentbolt.training.publish.Publisher`): in the format the engine
-  takes (tensors, or an adapter directory for vLLM), checked against an in-process engine
+  takes (tensors, or a LoRA directory for vLLM), checked against an in-process engine
   on a probe of the step's own tokens after every publish;
 * **versions** (:mod:`.versions`): every publish is numbered above the version served
   before it *and* above every version this run directory has published (a fresh run in an
@@ -48,8 +48,8 @@ class SyncSettings(Protocol):
     """What :class:`PolicySync` reads of a run's config."""
 
     @property
-    def adapter_dir(self) -> str | None:
-        """Where adapters are saved for engines that read them from disk (None: ``run_dir/adapters``)."""
+    def lora_dir(self) -> str | None:
+        """Where LoRAs are saved for engines that read them from disk (None: ``run_dir/loras``)."""
         ...
 
     @property
@@ -73,7 +73,7 @@ class SyncSettings(Protocol):
 class PublishSettings:
     """:class:`SyncSettings` with the defaults of GRPO's config, for a trainer that has no such knobs (SFT)."""
 
-    adapter_dir: str | None = None
+    lora_dir: str | None = None
     check_publish: bool = True
     publish_tolerance: float = 1e-3
     recompute_old_logprobs: bool | None = None
@@ -86,7 +86,7 @@ class PolicySync:
     def __init__(self, control: Any, policy: Any, info: EngineInfo, config: SyncSettings, run_dir: Path) -> None:
         self.config = config
         self.info = info
-        self.publisher = Publisher(control, policy, info, adapter_dir=config.adapter_dir or run_dir / "adapters",
+        self.publisher = Publisher(control, policy, info, lora_dir=config.lora_dir or run_dir / "loras",
                                    check=config.check_publish, tolerance=config.publish_tolerance)
         self.publisher.require_supported()
         self.published = PublishedVersions(run_dir)

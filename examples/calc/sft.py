@@ -12,7 +12,7 @@ Two phases, one SQLite store (``--run-dir``/store.db):
    recorded as a span with its messages; the teacher's rewards grade it);
 2. **fine-tune the student** — ``SFT(rollouts=<the teacher's rollout ids>)`` keeps the
    teacher's rollouts with reward ≥ 1, turns each of their two model calls into a chat
-   record, fine-tunes a LoRA adapter on SmolLM2 (loss on the assistant's tokens only,
+   record, fine-tunes a LoRA on SmolLM2 (loss on the assistant's tokens only,
    SmolLM2's chat template) and publishes it to the transformers engine that serves the
    agent. The held-out problems are solved greedily before and after.
 

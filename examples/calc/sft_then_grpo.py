@@ -7,8 +7,8 @@ One transformers engine serving SmolLM2 behind one ``Gateway`` is given to both 
 with one SQLite store (``--run-dir``/store.db):
 
 1. the teacher is recorded through the gateway (as in ``sft.py``);
-2. **SFT** fine-tunes a LoRA adapter on the teacher's rollouts and publishes it;
-3. **GRPO** copies the served model (SFT's adapter merged in), trains a fresh adapter on
+2. **SFT** fine-tunes a LoRA on the teacher's rollouts and publishes it;
+3. **GRPO** copies the served model (SFT's LoRA merged in), trains a fresh LoRA on
    top with the calc reward and publishes it after every update.
 
 What is trained is what is served: after every publish of either trainer, the engine's

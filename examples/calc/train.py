@@ -14,7 +14,7 @@ What runs: the SmolLM2 weights are served in this process by agentbolt's transfo
 engine behind the gateway, next to an embedded SQLite store (``runs/calc/store.db``);
 runners run ``calc_agent`` on every task, the gateway records each model call with its
 token ids; GRPO turns each rollout's two calls into one training sample (exact-prefix
-merge), computes group advantages, updates a LoRA adapter and hot-swaps it into the
+merge), computes group advantages, updates a LoRA and hot-swaps it into the
 engine. Before and after, the held-out problems are solved greedily.
 
 Settings: the flags below; ``--config FILE`` reads them from YAML (flags given win):
@@ -102,7 +102,7 @@ def cluster_trainer(config: GRPOConfig, args: argparse.Namespace, run_dir: Path)
     """The ``cluster`` section: ``policy_model`` trained in this process (every rank, under
     torchrun), the ``engine`` (an EngineSpec: vLLM replicas) behind the gateway of the
     server started on ``host``:``port`` over ``store``, runners started elsewhere; ``grpo``
-    overrides GRPOConfig fields (``dtype``, ``sharding``, ``adapter_dir``...)."""
+    overrides GRPOConfig fields (``dtype``, ``sharding``, ``lora_dir``...)."""
     from agentbolt.engines import EngineSpec
     from agentbolt.execution import ExternalStrategy
     from agentbolt.gateway import GatewayConfig, GatewaySpec

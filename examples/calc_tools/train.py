@@ -10,7 +10,7 @@ reach agentbolt's gateway at ``…/v1/responses``. The gateway templates them fo
 format, parser ``xlam``), parses the model's calls back into ``function_call`` items,
 and records every call with its token ids; each call's prompt is the previous call's
 prompt and sampled ids plus the new turns (token-exact history), so each rollout's two
-calls merge into one training sample. GRPO updates a LoRA adapter and hot-swaps it into
+calls merge into one training sample. GRPO updates a LoRA and hot-swaps it into
 the engine; held-out problems are solved greedily before and after.
 
 Outputs in ``--run-dir`` (default ``runs/calc_tools``): ``metrics.jsonl``,

@@ -2,7 +2,7 @@
 
 Each stage is a function of the run's :class:`Run` (store, the gateway every stage
 shares, the harness, tasks, settings) and returns a :class:`Stage`: the held-out success
-rate (per kind of task too) and wall time. The gateway is built once, so the SFT adapter
+rate (per kind of task too) and wall time. The gateway is built once, so the SFT LoRA
 the engine serves is the policy GRPO starts from. Every held-out evaluation is greedy,
 on the same held-out tasks; the teacher never sees them.
 """
@@ -100,7 +100,7 @@ def record_teacher(run: Run) -> tuple[list[str], dict[str, Any]]:
 
 
 def sft(run: Run) -> Stage:
-    """SFT of the served model on the teacher's episodes (LoRA); the adapter stays in the engine."""
+    """SFT of the served model on the teacher's episodes (LoRA); the LoRA stays in the engine."""
     s = run.settings
     t0 = time.perf_counter()
     teacher_ids, teacher = record_teacher(run)
@@ -123,7 +123,7 @@ def sft(run: Run) -> Stage:
 
 
 def grpo(run: Run) -> Stage:
-    """GRPO on the training tasks, starting from whatever the engine serves (SFT's adapter)."""
+    """GRPO on the training tasks, starting from whatever the engine serves (SFT's LoRA)."""
     s = run.settings
     t0 = time.perf_counter()
     config = GRPOConfig(

@@ -18,7 +18,7 @@ The ladder (``stages.py``), every stage scored greedily on the same held-out tas
 2. **SFT** — a scripted teacher (``teacher.py``, training tasks only) plays the model;
    mini-SWE-agent's episodes against it are recorded through the gateway, and SmolLM2 is
    fine-tuned (LoRA) on its calls, rendered exactly as the gateway serves SmolLM2;
-3. **SFT+GRPO** — GRPO on the training tasks from the SFT adapter.
+3. **SFT+GRPO** — GRPO on the training tasks from the SFT LoRA.
 
 Everything runs in this process (the engine behind one gateway every stage shares, the
 store, the runner); each mini-SWE-agent is a sandboxed child process. Settings come from a

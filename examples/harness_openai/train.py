@@ -69,7 +69,7 @@ class EvaluateThenCollect(Algorithm):
             rollout_spans = await _spans_with_model_calls(ctx, r.rollout_id)
             calls.append(len(extract_model_calls(rollout_spans)))
             spans.extend(rollout_spans)
-        triplets = TripletAdapter(reward_policy="final").adapt(spans)
+        triplets = TripletAdapter(reward_rule="final").adapt(spans)
         return HarnessRun([r.reward for r in val], [r.reward for r in train], triplets, calls)
 
 

@@ -2,7 +2,7 @@
 
 Each stage is a function of the run's :class:`Run` (store, the one gateway every stage
 shares, datasets, settings) and returns a :class:`Stage`: execution accuracy on each
-held-out split and wall time. The gateway is built once, so the SFT adapter the engine
+held-out split and wall time. The gateway is built once, so the SFT LoRA the engine
 serves is the policy GRPO starts from. Every stage but APO uses :data:`INITIAL_PROMPT`;
 APO's best prompt is scored on the held-out splits after it.
 """
@@ -152,7 +152,7 @@ def record_teacher(run: Run) -> list[str]:
 
 
 def sft(run: Run) -> Stage:
-    """SFT of the served model on the teacher's traces; the adapter stays in the engine."""
+    """SFT of the served model on the teacher's traces; the LoRA stays in the engine."""
     s = run.settings
     t0 = time.perf_counter()
     teacher_ids = record_teacher(run)
@@ -171,7 +171,7 @@ def sft(run: Run) -> Stage:
 
 
 def grpo(run: Run) -> Stage:
-    """GRPO on the training questions, starting from whatever the engine serves (SFT's adapter)."""
+    """GRPO on the training questions, starting from whatever the engine serves (SFT's LoRA)."""
     s = run.settings
     t0 = time.perf_counter()
     config = GRPOConfig(

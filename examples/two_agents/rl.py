@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", choices=["tiny", "smollm2"], default="smollm2")
     parser.add_argument("--steps", type=int, default=30, help="at most this many GRPO steps")
     parser.add_argument("--time-budget", type=float, help="stop training after this many seconds (evaluations aside)")
-    parser.add_argument("--lr", type=float, default=5e-4, help="learning rate of the LoRA adapters")
+    parser.add_argument("--lr", type=float, default=5e-4, help="learning rate of the LoRAs")
     parser.add_argument("--out", type=Path, help="run folders and results.json (default: a temporary folder)")
     parser.add_argument("--smoke", action="store_true", help="all ways, tiny model, 2 steps; exit 1 unless right")
     args = parser.parse_args(argv)

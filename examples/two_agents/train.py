@@ -57,7 +57,7 @@ class CollectTrainingData(Algorithm):
 
     def __init__(self, agent_match: str = "solver", min_reward: float = 1.0) -> None:
         self.rl = SampleAdapter(agent_match=agent_match)
-        self.triplets = TripletAdapter(reward_policy="final", agent_match=agent_match)
+        self.triplets = TripletAdapter(reward_rule="final", agent_match=agent_match)
         self.sft = MessagesAdapter(agent_match=agent_match, min_reward=min_reward)
 
     async def run(self, ctx: AlgorithmContext) -> TrainingData:

@@ -1,4 +1,4 @@
-"""TripletAdapter: one (prompt, response, reward) per model call; the reward policies;
+"""TripletAdapter: one (prompt, response, reward) per model call; the reward rules;
 agent_match; the token-id rule."""
 
 from __future__ import annotations
@@ -44,37 +44,37 @@ def test_a_triplet_carries_prompt_response_ids_logprobs_and_provenance() -> None
     assert t.model_dump()["has_token_ids"] is True
 
 
-def test_final_policy_gives_the_last_reward_to_every_call() -> None:
-    triplets = TripletAdapter(reward_policy="final").adapt(three_step_attempt().spans)
+def test_final_rule_gives_the_last_reward_to_every_call() -> None:
+    triplets = TripletAdapter(reward_rule="final").adapt(three_step_attempt().spans)
     assert [(t.span_id, t.reward) for t in triplets] == [("p1", 1.0), ("s1", 1.0), ("s2", 1.0), ("k1", 1.0)]
 
 
-def test_preceding_policy_gives_each_reward_to_the_call_before_it() -> None:
-    triplets = TripletAdapter(reward_policy="preceding").adapt(three_step_attempt().spans)
+def test_preceding_rule_gives_each_reward_to_the_call_before_it() -> None:
+    triplets = TripletAdapter(reward_rule="preceding").adapt(three_step_attempt().spans)
     assert [(t.span_id, t.reward) for t in triplets] == [("p1", 0.2), ("s1", None), ("s2", 1.0), ("k1", None)]
 
 
-def test_preceding_policy_keeps_the_last_of_several_rewards_and_drops_early_ones() -> None:
+def test_preceding_rule_keeps_the_last_of_several_rewards_and_drops_early_ones() -> None:
     a = Attempt()
     a.reward(9.0)  # before any call: nobody's
     a.chat("c1", [user("x")])
     a.reward(0.1)
     a.reward(0.7)
-    rewards = [t.reward for t in TripletAdapter(reward_policy="preceding").adapt(a.spans)]
+    rewards = [t.reward for t in TripletAdapter(reward_rule="preceding").adapt(a.spans)]
     assert rewards == [0.7]
 
 
 def test_without_reward_spans_rewards_are_none_not_zero() -> None:
     a = Attempt()
     a.chat("c1", [user("x")])
-    for policy in ("final", "preceding"):
-        assert [t.reward for t in TripletAdapter(reward_policy=policy).adapt(a.spans)] == [None]
+    for rule in ("final", "preceding"):
+        assert [t.reward for t in TripletAdapter(reward_rule=rule).adapt(a.spans)] == [None]
 
 
 def test_agent_match_selects_after_rewards_are_assigned() -> None:
     """The 0.2 that followed the planner's call stays the planner's: it does not slide
     onto a solver call when the planner is filtered out."""
-    adapter = TripletAdapter(reward_policy="preceding", agent_match="solver")
+    adapter = TripletAdapter(reward_rule="preceding", agent_match="solver")
     triplets = adapter.adapt(three_step_attempt().spans)
     assert [(t.span_id, t.agent_name, t.index, t.reward) for t in triplets] == [
         ("s1", "solver", 1, None),
@@ -95,7 +95,7 @@ def test_failed_calls_are_left_out_and_take_no_reward() -> None:
     a.chat("c1", [user("x")], "ok")
     a.chat("c2", [user("y")], failed=True)
     a.reward(1.0)
-    (t,) = TripletAdapter(reward_policy="preceding").adapt(a.spans)
+    (t,) = TripletAdapter(reward_rule="preceding").adapt(a.spans)
     assert (t.span_id, t.index, t.reward) == ("c1", 0, 1.0)
 
 
@@ -138,6 +138,6 @@ def test_require_token_ids_refuses_to_retokenize() -> None:
     assert require_token_ids(good) is good
 
 
-def test_unknown_policy_is_refused() -> None:
+def test_unknown_reward_rule_is_refused() -> None:
     with pytest.raises(ValueError, match="'final'.*'preceding'"):
-        TripletAdapter(reward_policy="mean")  # type: ignore[arg-type]
+        TripletAdapter(reward_rule="mean")  # type: ignore[arg-type]

@@ -1,8 +1,8 @@
 """The documented path SFT → GRPO on one engine (one ``Gateway`` given to both trainers):
-SFT publishes its adapter, GRPO builds its policy from the served model and trains its own
-adapter on top — and at every publish of either, the engine's logprobs equal the
+SFT publishes its LoRA, GRPO builds its policy from the served model and trains its own
+LoRA on top — and at every publish of either, the engine's logprobs equal the
 trainer's (``publish/max_abs_logprob_diff``). Before GRPO's fix the first GRPO publish
-served the base model + GRPO's delta, dropping SFT's adapter (|Δ| ≈ 0.2 and the held-out
+served the base model + GRPO's delta, dropping SFT's LoRA (|Δ| ≈ 0.2 and the held-out
 success SFT bought gone)."""
 
 from __future__ import annotations
@@ -75,4 +75,4 @@ def test_sft_then_grpo_on_one_engine_serves_what_each_trains(tmp_path: Path) -> 
     assert grpo.after is not None
     print(f"held-out success / mean reward: before {sft.before.headline()}; after SFT {sft.after.headline()}; "
           f"after GRPO {grpo.after.headline()}; publish |Δ logprob| ≤ {max(diffs):.1e}")
-    assert grpo.after.mean_reward >= sft.after.mean_reward - 0.15  # SFT's adapter still served under GRPO's
+    assert grpo.after.mean_reward >= sft.after.mean_reward - 0.15  # SFT's LoRA still served under GRPO's

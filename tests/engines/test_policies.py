@@ -1,5 +1,5 @@
-"""Two policies, two LoRA adapters, one engine: each agent's calls are answered by its own
-adapter (the answers differ as the adapters do), an update changes only its own policy, and
+"""Two policies, two LoRAs, one engine: each agent's calls are answered by its own
+LoRA (the answers differ as the LoRAs do), an update changes only its own policy, and
 every policy has its own version — in the answers and in the gateway's spans."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ MESSAGES = [{"role": "user", "content": "Say something."}]
 KW: dict[str, Any] = {"max_batch_size": 4, "default_max_tokens": 6, "num_threads": 1}
 
 
-def _adapter(model: Any, seed: int) -> Any:
-    """A random LoRA adapter (B ≠ 0, so it changes the answers) on a copy of ``model``."""
+def _random_lora(model: Any, seed: int) -> Any:
+    """A random LoRA (B ≠ 0, so it changes the answers) on a copy of ``model``."""
     torch.manual_seed(seed)
     config = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     lora = peft.get_peft_model(copy.deepcopy(model), config)
@@ -42,11 +42,11 @@ async def _ask(engine: Any, model: str) -> tuple[list[int], list[float], Any]:
     return choice["token_ids"], [t["logprob"] for t in choice["logprobs"]["content"]], answer
 
 
-async def test_each_policy_answers_with_its_own_adapter_and_version() -> None:
+async def test_each_policy_answers_with_its_own_lora_and_version() -> None:
     model, tokenizer = tiny_model(seed=0)
     engines = PolicyEngines.local(model, tokenizer, ["planner", "solver"], **KW)
-    solver_lora, planner_lora = _adapter(model, 1), _adapter(model, 2)
-    reference = TransformersEngine(copy.deepcopy(model), tokenizer, **KW)  # one adapter at a time, for comparison
+    solver_lora, planner_lora = _random_lora(model, 1), _random_lora(model, 2)
+    reference = TransformersEngine(copy.deepcopy(model), tokenizer, **KW)  # one LoRA at a time, for comparison
     await engines.start()
     await reference.start()
     try:
@@ -58,7 +58,7 @@ async def test_each_policy_answers_with_its_own_adapter_and_version() -> None:
         await reference.update_weights(lora=solver_lora)
         with_solver = await _ask(reference, "x")
         ids, lps, answer = await _ask(engines, "solver")
-        assert (ids, lps) == with_solver[:2] and (ids, lps) != base[:2]  # the solver's adapter answers
+        assert (ids, lps) == with_solver[:2] and (ids, lps) != base[:2]  # the solver's LoRA answers
         assert (answer["model"], answer["policy_version"]) == ("solver", 1)
         planner_ids, planner_lps, _ = await _ask(engines, "planner")
         # the planner is untouched (its logprobs up to float rounding: this engine reuses the K/V
@@ -90,7 +90,7 @@ async def test_the_gateway_records_each_policys_version() -> None:
     gateway.bind(store)
     await gateway.start()
     try:
-        await engines.update_weights(lora=_adapter(model, 1), policy="solver", version=7)
+        await engines.update_weights(lora=_random_lora(model, 1), policy="solver", version=7)
         rollout = await store.enqueue_rollout({"q": 1})
         claim = await store.claim_rollout("w")
         assert claim is not None

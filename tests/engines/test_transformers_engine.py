@@ -267,7 +267,7 @@ async def test_weight_swap_waits_for_the_batch_in_flight_and_bumps_the_version(t
         await eng.close()
 
 
-async def test_lora_swap_serves_base_plus_adapter_and_replaces_the_previous_one(tiny) -> None:
+async def test_lora_swap_serves_base_plus_lora_and_replaces_the_previous_one(tiny) -> None:
     peft = pytest.importorskip("peft")
     _, tokenizer = tiny
     served, _ = tiny_model(seed=0)
@@ -275,7 +275,7 @@ async def test_lora_swap_serves_base_plus_adapter_and_replaces_the_previous_one(
     try:
         trained, _ = tiny_model(seed=0)
         lora = peft.get_peft_model(trained, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
-        for _ in range(2):  # two adapter versions: the second replaces the first
+        for _ in range(2):  # two LoRA versions: the second replaces the first
             with torch.no_grad():
                 for name, p in lora.named_parameters():
                     if "lora_B" in name:

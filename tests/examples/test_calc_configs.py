@@ -28,7 +28,7 @@ c = t.algorithm.config
 out["cluster"] = {
     "strategy": type(t.strategy).__name__, "host": t.strategy.host, "store": t.store,
     "engine": t.gateway.engine.model_dump(exclude_none=True), "cooldown": t.gateway.config.replica_cooldown_s,
-    "model": t.algorithm.model, "grpo": [c.tasks_per_step, c.group_size, c.dtype, c.sharding, c.adapter_dir],
+    "model": t.algorithm.model, "grpo": [c.tasks_per_step, c.group_size, c.dtype, c.sharding, c.lora_dir],
 }
 print(json.dumps(out, default=str))
 """
@@ -49,7 +49,7 @@ def test_cpu_yaml_is_the_scripts_defaults_and_cluster_yaml_builds_the_scaled_out
     assert cl["store"].startswith("postgresql://")
     assert cl["engine"]["kind"] == "vllm" and len(cl["engine"]["url"]) == 3
     assert cl["model"] == cl["engine"]["model"] == "Qwen/Qwen2.5-1.5B-Instruct" and cl["cooldown"] == 10.0
-    assert cl["grpo"] == [64, 8, "bfloat16", "none", "/shared/agentbolt/calc/adapters"]
+    assert cl["grpo"] == [64, 8, "bfloat16", "none", "/shared/agentbolt/calc/loras"]
 
 
 def test_cluster_yaml_has_every_setting_of_cpu_yaml_and_changes_only_scale() -> None:

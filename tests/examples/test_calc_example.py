@@ -1,6 +1,6 @@
 """``examples/calc/train.py --smoke`` runs the README's main job end to end on the real
 model: SmolLM2-135M behind the gateway, the embedded SQLite store, a GRPO step that
-hot-swaps the adapter into the engine, held-out evaluations, the learning curve and the
+hot-swaps the LoRA into the engine, held-out evaluations, the learning curve and the
 exported model."""
 
 from __future__ import annotations

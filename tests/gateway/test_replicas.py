@@ -1,8 +1,8 @@
 """Three vLLM replicas (fakes of vLLM's server, real HTTP) behind one gateway: a rollout's
 calls all go to one replica, new rollouts go where the load is lowest, a replica killed
 mid-run is taken out (the call that hit it fails as a retryable infrastructure failure, the
-run goes on with the other two, a probe brings it back with the adapter served now), and a
-weight swap drains the calls in flight on all three before any replica loads the adapter."""
+run goes on with the other two, a probe brings it back with the LoRA served now), and a
+weight swap drains the calls in flight on all three before any replica loads the LoRA."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ MESSAGES = [{"role": "user", "content": "2+2?"}]
 
 class HeldVLLM(FakeVLLM):
     """A fake vLLM whose chat calls wait while ``gate`` is closed; ``active`` counts the
-    calls inside it, ``events`` (shared by the replicas) records chat ends and adapter loads."""
+    calls inside it, ``events`` (shared by the replicas) records chat ends and LoRA loads."""
 
     def __init__(self, index: int, events: list[tuple[str, int]]) -> None:
         super().__init__()
@@ -61,7 +61,7 @@ class HeldVLLM(FakeVLLM):
 
 class Cluster:
     """Three replicas, each on its own server that :meth:`kill` stops and :meth:`restart`
-    starts again on the same port (a fresh vLLM: no adapter loaded)."""
+    starts again on the same port (a fresh vLLM: no LoRA loaded)."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, int]] = []
@@ -106,8 +106,8 @@ def world(cluster: Cluster, config: GatewayConfig) -> Iterator[GatewayWorld]:
 
 
 @pytest.fixture
-def adapter_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "adapter"
+def lora_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "lora"
     d.mkdir()
     (d / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4, "lora_alpha": 8}))
     return d
@@ -204,20 +204,20 @@ def test_with_every_replica_down_calls_get_a_503_saying_so(world: GatewayWorld, 
 
 
 @pytest.mark.parametrize("config", [GatewayConfig(retry_backoff=0.01, replica_cooldown_s=0.2)])
-def test_after_its_cool_down_a_replica_that_answers_again_is_probed_back_with_the_adapter_served_now(
-    world: GatewayWorld, cluster: Cluster, adapter_dir: Path
+def test_after_its_cool_down_a_replica_that_answers_again_is_probed_back_with_the_lora_served_now(
+    world: GatewayWorld, cluster: Cluster, lora_dir: Path
 ) -> None:
-    r = world.admin.post("/v1/gateway/weights", json={"lora_path": str(adapter_dir)})
+    r = world.admin.post("/v1/gateway/weights", json={"lora_path": str(lora_dir)})
     assert r.status_code == 200 and r.json() == {"policy_version": 1}
     attempts = [world.claim() for _ in range(3)]
     assert [ask(world, x).status_code for x in attempts] == [200] * 3
     cluster.kill(2)
     assert ask(world, attempts[2]).status_code == 502
-    cluster.restart(2)  # a fresh vLLM: the adapter is not loaded there
+    cluster.restart(2)  # a fresh vLLM: the LoRA is not loaded there
     time.sleep(0.3)
     assert ask(world, world.claim()).status_code == 200  # this call starts the probe of replica 2
     wait_for(lambda: states(world)[2]["healthy"], "replica 2 probed back")
-    assert cluster.fakes[2].adapters == {"agentbolt-lora-v1": str(adapter_dir)}
+    assert cluster.fakes[2].adapters == {"agentbolt-lora-v1": str(lora_dir)}
     e = world.claim()
     assert ask(world, e).status_code == 200
     assert replica_of(world, e, 1) == [2]
@@ -225,7 +225,7 @@ def test_after_its_cool_down_a_replica_that_answers_again_is_probed_back_with_th
 
 
 def test_a_weight_swap_drains_the_calls_in_flight_on_all_three_replicas(
-    world: GatewayWorld, cluster: Cluster, adapter_dir: Path
+    world: GatewayWorld, cluster: Cluster, lora_dir: Path
 ) -> None:
     attempts = [world.claim() for _ in range(3)]
     assert [ask(world, x).status_code for x in attempts] == [200] * 3  # pinned to 0, 1, 2
@@ -237,7 +237,7 @@ def test_a_weight_swap_drains_the_calls_in_flight_on_all_three_replicas(
     assert world.admin.get("/v1/gateway/status").json()["in_flight"] == 3
     swapped: list[httpx.Response] = []
     swap = threading.Thread(target=lambda: swapped.append(
-        world.admin.post("/v1/gateway/weights", json={"lora_path": str(adapter_dir)})))
+        world.admin.post("/v1/gateway/weights", json={"lora_path": str(lora_dir)})))
     swap.start()
     wait_for(lambda: world.gateway.paused, "the pause")
     time.sleep(0.2)

@@ -1,5 +1,5 @@
-"""vLLM weight updates are runtime LoRA adapters: load on every replica, serve the new
-adapter by name, unload the previous one, bump the version — against a fake of vLLM's
+"""vLLM weight updates are runtime LoRAs: load on every replica, serve the new
+LoRA by name, unload the previous one, bump the version — against a fake of vLLM's
 ``/v1/load_lora_adapter`` API (no GPU here)."""
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ def replicas() -> Iterator[list[FakeVLLM]]:
 
 
 @pytest.fixture
-def adapter_dir(tmp_path: Path) -> Path:
+def lora_dir(tmp_path: Path) -> Path:
     """What ``save_pretrained`` leaves behind (the fake only checks the config is there)."""
-    d = tmp_path / "adapter"
+    d = tmp_path / "lora"
     d.mkdir()
     (d / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4, "lora_alpha": 8}))
     return d
@@ -56,20 +56,20 @@ def _ask(w: GatewayWorld) -> None:
         c.post("/chat/completions", json={"model": "whatever", "messages": MESSAGES}).raise_for_status()
 
 
-async def test_loading_an_adapter_switches_the_served_model_on_every_replica(
-    vworld: GatewayWorld, replicas: list[FakeVLLM], adapter_dir: Path
+async def test_loading_a_lora_switches_the_served_model_on_every_replica(
+    vworld: GatewayWorld, replicas: list[FakeVLLM], lora_dir: Path
 ) -> None:
     control = LocalGatewayControl(vworld.gateway)  # awaited from this test's loop, not the server's
     _ask(vworld)
-    assert await control.update_weights(lora_path=str(adapter_dir)) == 1
+    assert await control.update_weights(lora_path=str(lora_dir)) == 1
     for fake in replicas:
-        assert fake.lora_calls == [("load", {"lora_name": "agentbolt-lora-v1", "lora_path": str(adapter_dir)})]
+        assert fake.lora_calls == [("load", {"lora_name": "agentbolt-lora-v1", "lora_path": str(lora_dir)})]
     _ask(vworld)
     _ask(vworld)  # the second rollout sticks to the other replica
-    assert await control.update_weights(lora_path=str(adapter_dir), version=5) == 5
+    assert await control.update_weights(lora_path=str(lora_dir), version=5) == 5
     for fake in replicas:
         assert fake.lora_calls[1:] == [
-            ("load", {"lora_name": "agentbolt-lora-v5", "lora_path": str(adapter_dir)}),
+            ("load", {"lora_name": "agentbolt-lora-v5", "lora_path": str(lora_dir)}),
             ("unload", {"lora_name": "agentbolt-lora-v1"}),
         ]
         assert list(fake.adapters) == ["agentbolt-lora-v5"]
@@ -82,14 +82,14 @@ async def test_loading_an_adapter_switches_the_served_model_on_every_replica(
     assert versions == [0, 1, 1, 5]
 
 
-async def test_a_replica_refusing_the_adapter_leaves_the_old_one_served(
-    vworld: GatewayWorld, replicas: list[FakeVLLM], adapter_dir: Path, tmp_path: Path
+async def test_a_replica_refusing_the_lora_leaves_the_old_one_served(
+    vworld: GatewayWorld, replicas: list[FakeVLLM], lora_dir: Path, tmp_path: Path
 ) -> None:
     control = LocalGatewayControl(vworld.gateway)
-    await control.update_weights(lora_path=str(adapter_dir))
+    await control.update_weights(lora_path=str(lora_dir))
     replicas[1].adapters["agentbolt-lora-v2"] = "taken"  # replica 1 will refuse the next name
     with pytest.raises(EngineError) as err:
-        await control.update_weights(lora_path=str(adapter_dir))
+        await control.update_weights(lora_path=str(lora_dir))
     assert err.value.status_code == 400 and "already been loaded" in err.value.message
     assert list(replicas[0].adapters) == ["agentbolt-lora-v1"]  # v2 was unloaded again from replica 0
     assert vworld.engine.lora_name == "agentbolt-lora-v1"  # type: ignore[attr-defined]
@@ -97,10 +97,10 @@ async def test_a_replica_refusing_the_adapter_leaves_the_old_one_served(
     assert not vworld.gateway.paused
 
 
-def test_over_http_a_lora_path_is_passed_on_to_vllm(vworld: GatewayWorld, replicas: list[FakeVLLM], adapter_dir: Path) -> None:
-    r = vworld.admin.post("/v1/gateway/weights", json={"lora_path": str(adapter_dir), "version": 3})
+def test_over_http_a_lora_path_is_passed_on_to_vllm(vworld: GatewayWorld, replicas: list[FakeVLLM], lora_dir: Path) -> None:
+    r = vworld.admin.post("/v1/gateway/weights", json={"lora_path": str(lora_dir), "version": 3})
     assert r.status_code == 200 and r.json() == {"policy_version": 3}
-    assert replicas[0].adapters == {"agentbolt-lora-v3": str(adapter_dir)}
+    assert replicas[0].adapters == {"agentbolt-lora-v3": str(lora_dir)}
     missing = vworld.admin.post("/v1/gateway/weights", json={"lora_path": "/nowhere"})
     assert missing.status_code == 404 and "No adapter found" in missing.json()["error"]["message"]
     assert vworld.engine.policy_version == 3
@@ -129,7 +129,7 @@ async def test_a_vllm_without_runtime_lora_says_how_to_start_it() -> None:
         await engine.start()
         try:
             with pytest.raises(EngineError) as err:
-                await engine.update_weights(lora_path="/some/adapter")
+                await engine.update_weights(lora_path="/some/lora")
         finally:
             await engine.close()
     assert err.value.status_code == 501

@@ -133,7 +133,7 @@ async def test_new_calls_get_429_until_the_swap_is_done(fworld: GatewayWorld) ->
     a, b, c = fworld.claim(), fworld.claim(), fworld.claim()
     in_flight = asyncio.create_task(_chat(a))
     await _wait_until(lambda: fworld.gateway.in_flight == 1)
-    update = asyncio.create_task(control.update_weights(lora_path="/adapters/step-1"))
+    update = asyncio.create_task(control.update_weights(lora_path="/loras/step-1"))
     await _wait_until(lambda: fworld.gateway.paused)
     turned_away = await _chat(b)
     assert turned_away.status_code == 429 and turned_away.headers["retry-after"]
@@ -141,7 +141,7 @@ async def test_new_calls_get_429_until_the_swap_is_done(fworld: GatewayWorld) ->
     assert not update.done() and engine.updates == []  # still draining
     engine.gate.set()
     assert await update == 2
-    assert engine.updates == [{"state_dict": None, "lora": None, "lora_scale": None, "lora_path": "/adapters/step-1"}]
+    assert engine.updates == [{"state_dict": None, "lora": None, "lora_scale": None, "lora_path": "/loras/step-1"}]
     assert (await in_flight).status_code == 200
     assert (await _chat(c)).status_code == 200
     assert fworld.spans(a.rollout_id, 1)[0]["attributes"]["agentbolt.llm.policy_version"] == 1
@@ -171,7 +171,7 @@ async def test_a_drain_timeout_loads_nothing_and_resumes(fworld: GatewayWorld) -
 # --------------------------------------------------------------------------- over HTTP
 
 
-async def test_remote_gateway_sends_a_lora_adapter_as_tensors_or_as_a_directory(
+async def test_remote_gateway_sends_a_lora_as_tensors_or_as_a_directory(
     tworld: GatewayWorld, tmp_path: Path
 ) -> None:
     peft = pytest.importorskip("peft")
@@ -188,14 +188,14 @@ async def test_remote_gateway_sends_a_lora_adapter_as_tensors_or_as_a_directory(
             if how == "tensors":
                 version = await remote.update_weights(lora=lora)
             else:
-                lora.save_pretrained(tmp_path / "adapter")
-                version = await remote.update_weights(lora_path=str(tmp_path / "adapter"))
+                lora.save_pretrained(tmp_path / "lora")
+                version = await remote.update_weights(lora_path=str(tmp_path / "lora"))
             assert version == step and await remote.policy_version() == step
             answer = (await _chat(tworld.claim("val"), max_tokens=6)).json()
             assert answer["policy_version"] == step
             assert _served_by(answer, lora)
         with lora.disable_adapter():
-            assert not _served_by(answer, lora)  # the adapter makes a difference
+            assert not _served_by(answer, lora)  # the LoRA makes a difference
     finally:
         await remote.aclose()
     assert not tworld.gateway.paused

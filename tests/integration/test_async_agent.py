@@ -70,7 +70,7 @@ async def test_async_agent(store: MemoryStore, fake_openai: FakeOpenAI) -> None:
             completion.response_token_ids or []
         )
 
-        triplets = require_token_ids(TripletAdapter(reward_policy="preceding").adapt(rec.spans))
+        triplets = require_token_ids(TripletAdapter(reward_rule="preceding").adapt(rec.spans))
         assert [t.reward for t in triplets] == [None, 1.0]  # the reward followed the completion
         assert triplets[1].prompt.text == completion.prompt and triplets[1].prompt.messages is None
         assert len(MessagesAdapter().adapt(rec.spans)) == 1  # the completion is not chat data

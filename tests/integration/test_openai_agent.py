@@ -68,9 +68,9 @@ async def run_and_check(store: Any, fake_openai: FakeOpenAI, prefix: str) -> Non
         for call in rec.calls:
             check_tokens(fake_openai, call)
 
-        preceding = require_token_ids(TripletAdapter(reward_policy="preceding").adapt(rec.spans))
+        preceding = require_token_ids(TripletAdapter(reward_rule="preceding").adapt(rec.spans))
         assert [(t.span_id, t.reward) for t in preceding] == [(first.span_id, n / 100), (second.span_id, 1.0)]
-        final = TripletAdapter(reward_policy="final").adapt(rec.spans)
+        final = TripletAdapter(reward_rule="final").adapt(rec.spans)
         assert [t.reward for t in final] == [1.0, 1.0]
         for t, call in zip(final, rec.calls, strict=True):
             assert t.prompt.token_ids == call.prompt_token_ids and t.response.token_ids == call.response_token_ids

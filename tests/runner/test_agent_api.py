@@ -222,9 +222,9 @@ def test_lit_agent_name_and_missing_training_rollout() -> None:
 
 
 def test_module_object_reference_is_loaded() -> None:
-    adapter = as_agent(f"{__name__}:sync_agent")
-    assert adapter.name == "sync_agent"
-    assert adapter.entry_point(RolloutMode.TRAIN).fn is sync_agent.fn
+    agent = as_agent(f"{__name__}:sync_agent")
+    assert agent.name == "sync_agent"
+    assert agent.entry_point(RolloutMode.TRAIN).fn is sync_agent.fn
 
 
 def test_things_that_are_not_agents_are_refused() -> None:

@@ -6,7 +6,7 @@ Every rank builds the same seeded policy with ``sharding="fsdp"`` and runs :func
 two ``PolicyUpdate.step`` calls on the data-parallel test's batch (gathered gradients,
 weights, loss and logprobs recorded), the bytes it holds, a DCP checkpoint that a fresh
 sharded policy resumes from (both then take a third step), and an export of the gathered
-model (and adapter). The test runs :func:`run` in one process, where nothing is sharded,
+model (and LoRA). The test runs :func:`run` in one process, where nothing is sharded,
 and compares. ``sft``: one SFT optimizer step on chat records (:func:`run_sft`), plus what
 only exists across ranks: ``Trainer.fit``'s refusal, and a bfloat16 update through FSDP's
 mixed precision. Each rank writes ``OUT/rank<r>.pt``.
@@ -37,10 +37,10 @@ PROBE = torch.tensor([[1, 40, 41, 42, 43, 44, 45, 2], [7, 8, 9, 10, 11, 12, 13, 
 
 def build_policy(mode: str) -> Policy:
     """The same policy in every process: a seeded tiny model (two blocks), all weights
-    trained with gradient checkpointing (``full``), or a seeded LoRA adapter without (``lora``)."""
+    trained with gradient checkpointing (``full``), or a seeded LoRA without (``lora``)."""
     torch.set_num_threads(1)
     model, tok = tiny_model(seed=1, vocab="bytes", hidden=32, n_layers=2)
-    torch.manual_seed(5)  # the adapter's initialisation
+    torch.manual_seed(5)  # the LoRA's initialisation
     return Policy(model, tok, lora=LORA if mode == "lora" else None, sharding="fsdp",
                   gradient_checkpointing=mode == "full")
 
@@ -90,9 +90,9 @@ def run(mode: str, out: Path) -> dict[str, Any]:
     report["bytes"] = fsdp.local_bytes(policy.model.parameters(), update.optimizer)
     policy.export(out / "export")  # sharded: rank 0 writes the gathered model
     if mode == "lora":
-        adapter = policy.adapter_model()
-        if adapter is not None:
-            adapter.save_pretrained(out / "adapter")
+        lora = policy.lora_model()
+        if lora is not None:
+            lora.save_pretrained(out / "lora")
 
     fsdp.save_sharded(out / "ckpt", policy.model, update.optimizer)
     update.step(samples, current_version=2)

@@ -1,7 +1,7 @@
 """The policy sharded with FSDP2 (``sharding="fsdp"``) under torchrun (gloo, 2 CPU
 processes) trains as one process does, holding half of it per rank.
 
-For full fine-tuning (with gradient checkpointing) and for a LoRA adapter (without), on
+For full fine-tuning (with gradient checkpointing) and for a LoRA (without), on
 the tiny model (two blocks), with the data-parallel test's batch
 (:mod:`tests.algorithms.grpo.dp_worker`), two updates:
 
@@ -11,7 +11,7 @@ the tiny model (two blocks), with the data-parallel test's batch
 * each rank holds about half of one process's parameter and optimizer-state bytes;
 * a DCP checkpoint saved on 2 ranks resumes there (the next update is the same as the
   uninterrupted run's) and loads in one process with the same weights;
-* the export gathered on rank 0 (a Hugging Face model, LoRA merged; the peft adapter)
+* the export gathered on rank 0 (a Hugging Face model, LoRA merged; the peft LoRA)
   equals the one-process export.
 
 And SFT's step sharded is the one-process step; a bfloat16 update through FSDP's mixed
@@ -147,14 +147,14 @@ def test_the_export_gathered_from_the_shards_is_the_one_process_model(runs: dict
     if runs["mode"] == "full":
         assert_same_weights(got, want, steps)
         return
-    # LoRA: the adapter files match within Adam's rounding, and the merged weights W + s·B·A
+    # LoRA: the LoRA files match within Adam's rounding, and the merged weights W + s·B·A
     # within what those differences make of B·A (r terms of |B|·ΔA + |A|·ΔB)
-    adapter = load_file(root / "ranks" / "adapter" / "adapter_model.safetensors")
-    adapter_one = load_file(root / "one" / "adapter" / "adapter_model.safetensors")
-    assert adapter.keys() == adapter_one.keys() and adapter
-    for key, value in adapter_one.items():
+    lora = load_file(root / "ranks" / "lora" / "adapter_model.safetensors")
+    lora_one = load_file(root / "one" / "lora" / "adapter_model.safetensors")
+    assert lora.keys() == lora_one.keys() and lora
+    for key, value in lora_one.items():
         name = key.replace(".weight", ".default.weight")
-        torch.testing.assert_close(adapter[key], value, rtol=0, atol=adam_atol(steps, name), msg=key)
+        torch.testing.assert_close(lora[key], value, rtol=0, atol=adam_atol(steps, name), msg=key)
     scale = fsdp_worker.LORA.alpha / fsdp_worker.LORA.r
     merged = 0
     for key, value in want.items():

@@ -1,10 +1,10 @@
 """A trainer given its own weights (``GRPO(model=...)``, ``SFT(model=...)``) against an
 engine: the engine's served weights must be its base — then they become the base of its
-adapters, so an adapter another trainer left in the engine (SFT's) stays under them — or
+LoRAs, so a LoRA another trainer left in the engine (SFT's) stays under them — or
 the run refuses. In fp32 and bf16, with the engine in this process (compared weight by
 weight) and in a server (a probe within the dtype's tolerance, the rebase over HTTP).
 
-The flow of the bug: SFT publishes its adapter; its export (base + SFT merged) is given to
+The flow of the bug: SFT publishes its LoRA; its export (base + SFT merged) is given to
 GRPO with ``model=``; GRPO's first publish served its delta on the *pre-SFT* weights
 (max |Δ logprob| 0.6–1.1 on this tiny model; in bf16 and against a server nothing said so)."""
 
@@ -41,7 +41,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 PROBES = [[1, *range(40 + 9 * k, 90 + 9 * k)] for k in range(3)]
 
 
-def _with_random_adapter(policy: Policy, scale: float, seed: int) -> Policy:
+def _with_random_lora(policy: Policy, scale: float, seed: int) -> Policy:
     with torch.no_grad():
         for name, p in policy.model.named_parameters():
             if "lora_B" in name:
@@ -69,16 +69,16 @@ async def _control(engine: TransformersEngine, where: str) -> AsyncIterator[Any]
 
 async def _engine_vs_trainer(control: Any, policy: Policy) -> float:
     """max |Δ logprob| of the engine's greedy continuations against the trainer's, over a few probes."""
-    publisher = Publisher(control, policy, await engine_info(control), adapter_dir="unused", tolerance=10.0)
+    publisher = Publisher(control, policy, await engine_info(control), lora_dir="unused", tolerance=10.0)
     return max([d for d in [await publisher._probe_diff(p, 8) for p in PROBES] if d is not None])
 
 
 async def _sft_then_grpo(control: Any, base: Any, tok: Any, dtype: str) -> tuple[Policy, Publisher]:
-    """SFT publishes an adapter; GRPO is given SFT's export (``model=``) and adopts the served base."""
-    sft = _with_random_adapter(Policy(copy.deepcopy(base), tok, lora=LORA), 0.5, seed=1)
+    """SFT publishes a LoRA; GRPO is given SFT's export (``model=``) and adopts the served base."""
+    sft = _with_random_lora(Policy(copy.deepcopy(base), tok, lora=LORA), 0.5, seed=1)
     await control.update_weights(**sft.engine_update())
     grpo = Policy(sft.merged_model(), tok, lora=LORA, dtype=dtype)
-    publisher = Publisher(control, grpo, await engine_info(control), adapter_dir="unused")
+    publisher = Publisher(control, grpo, await engine_info(control), lora_dir="unused")
     await publisher.adopt_served_base()
     return grpo, publisher
 
@@ -90,15 +90,15 @@ async def test_grpo_on_an_sft_export_is_served_on_top_of_sft(dtype: str, where: 
     engine = TransformersEngine(copy.deepcopy(base), tok, num_threads=1, dtype=DTYPES[dtype])
     async with _control(engine, where) as control:
         grpo, publisher = await _sft_then_grpo(control, base, tok, dtype)
-        _with_random_adapter(grpo, 0.05, seed=2)  # GRPO trains: its adapter is no longer zero
+        _with_random_lora(grpo, 0.05, seed=2)  # GRPO trains: its LoRA is no longer zero
         _, values = await publisher.publish(None, PROBES[0])
         tolerance = 1e-4 if dtype == "float32" else 0.02  # fp32: rounding; bf16 (8 bits) on this 2-layer model
         assert values["publish/max_abs_logprob_diff"] < tolerance
-        assert await _engine_vs_trainer(control, grpo) < tolerance  # before the fix: 0.6–1.1, SFT's adapter dropped
+        assert await _engine_vs_trainer(control, grpo) < tolerance  # before the fix: 0.6–1.1, SFT's LoRA dropped
 
 
 def _sft_export(base: Any, tok: Any, dtype: str, scale: float = 0.5) -> Policy:
-    sft = _with_random_adapter(Policy(copy.deepcopy(base), tok, lora=LORA), scale, seed=1)
+    sft = _with_random_lora(Policy(copy.deepcopy(base), tok, lora=LORA), scale, seed=1)
     return Policy(sft.merged_model(), tok, lora=LORA, dtype=dtype)
 
 
@@ -118,7 +118,7 @@ async def test_a_trainer_given_other_weights_than_the_engine_serves_is_refused(d
             given = Policy(other, tok, lora=LORA, dtype=dtype)
         else:
             given = _sft_export(base, tok, dtype)
-        publisher = Publisher(control, given, await engine_info(control), adapter_dir="unused")
+        publisher = Publisher(control, given, await engine_info(control), lora_dir="unused")
         with pytest.raises(ServedWeightsMismatchError, match="does not serve the weights this trainer was given"):
             await publisher.adopt_served_base()
         assert await control.policy_version() == 0  # nothing was published
@@ -132,10 +132,10 @@ async def test_a_16_bit_server_is_given_the_trainers_base_when_the_probe_cannot_
     async with _control(engine, "server") as control:
         given = _sft_export(base, tok, "bfloat16", scale=0.1)
         assert 0.05 < await _engine_vs_trainer(control, given) < 0.5
-        publisher = Publisher(control, given, await engine_info(control), adapter_dir="unused")
+        publisher = Publisher(control, given, await engine_info(control), lora_dir="unused")
         values = await publisher.adopt_served_base()
         assert values["publish/base_loaded"] == 1 and await control.policy_version() == 1
-        _with_random_adapter(given, 0.05, seed=2)  # the trainer's adapter moves; served on the trainer's base
+        _with_random_lora(given, 0.05, seed=2)  # the trainer's LoRA moves; served on the trainer's base
         _, values = await publisher.publish(None, PROBES[0])
         assert values["publish/max_abs_logprob_diff"] < 0.02
         assert await _engine_vs_trainer(control, given) < 0.02
@@ -148,7 +148,7 @@ async def test_the_probe_after_a_publish_stops_the_run_in_any_dtype_and_from_a_s
     async with _control(engine, "server") as control:
         policy = Policy(copy.deepcopy(base), tok, lora=LORA, dtype=dtype)
         info = await engine_info(control)
-        publisher = Publisher(control, policy, info, adapter_dir="unused")
+        publisher = Publisher(control, policy, info, lora_dir="unused")
         assert probe_tolerance(policy, info, 1e-3) == (1e-3 if dtype == "float32" else 0.5)
         _, values = await publisher.publish(None, PROBES[0])
         assert values["publish/max_abs_logprob_diff"] < 0.02

@@ -96,9 +96,9 @@ class GRPOConfig(PolicyTrainingConfig):
     both sides, or an engine that does not report them, such as vLLM)."""
 
     # --- publishing to the engine
-    adapter_dir: str | None = None
-    """Engines that read LoRA adapters from disk (vLLM) get each version saved here, under
-    ``v<version>/``; it must be a path the vLLM server can read (default: ``run_dir/adapters``)."""
+    lora_dir: str | None = None
+    """Engines that read LoRAs from disk (vLLM) get each version saved here, under
+    ``v<version>/``; it must be a path the vLLM server can read (default: ``run_dir/loras``)."""
     check_publish: bool = True
     """After each publish to an engine that reports its numerics (in this process or in a
     server), compare its logprobs with the trainer's on a probe

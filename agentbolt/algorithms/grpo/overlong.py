@@ -23,9 +23,9 @@ from typing import Literal
 
 from agentbolt.adapters.samples import Sample
 
-__all__ = ["OverlongPolicy", "filter_overlong", "truncated_calls"]
+__all__ = ["OverlongRule", "filter_overlong", "truncated_calls"]
 
-OverlongPolicy = Literal["keep", "mask", "drop"]
+OverlongRule = Literal["keep", "mask", "drop"]
 
 
 def truncated_calls(samples: Sequence[Sample]) -> int:
@@ -33,15 +33,15 @@ def truncated_calls(samples: Sequence[Sample]) -> int:
     return sum(1 for s in samples for c in s.calls if c.trained and c.truncated)
 
 
-def filter_overlong(samples: Sequence[Sample], policy: OverlongPolicy) -> list[Sample]:
-    """``samples`` with the truncated calls handled as ``policy`` says (see module doc)."""
-    if policy == "keep":
+def filter_overlong(samples: Sequence[Sample], rule: OverlongRule) -> list[Sample]:
+    """``samples`` with the truncated calls handled as ``rule`` says (see module doc)."""
+    if rule == "keep":
         return list(samples)
-    if policy == "drop":
+    if rule == "drop":
         cut = {s.rollout_id for s in samples if any(c.trained and c.truncated for c in s.calls)}
         return [s for s in samples if s.rollout_id not in cut]
-    if policy != "mask":
-        raise ValueError(f"overlong must be 'keep', 'mask' or 'drop', got {policy!r}")
+    if rule != "mask":
+        raise ValueError(f"overlong must be 'keep', 'mask' or 'drop', got {rule!r}")
     out = []
     for s in samples:
         if any(c.trained and c.truncated for c in s.calls):

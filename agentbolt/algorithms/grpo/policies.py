@@ -1,4 +1,4 @@
-"""``GRPOPolicies``: one run, several policies — e.g. one LoRA adapter per agent.
+"""``GRPOPolicies``: one run, several policies — e.g. one LoRA per agent.
 
 ::
 

@@ -17,7 +17,7 @@ Per optimizer pass (``ppo_epochs`` of them):
 Before the first pass, ``prox_logprobs`` (π_θ at the start of the update, no dropout)
 are computed for samples drawn by an older policy version, so their ratio is clipped
 around the current policy and the gap to the sampling policy is importance-weighted
-(truncated); ``ref_logprobs`` (the adapter off) only when the KL is used or logged.
+(truncated); ``ref_logprobs`` (the LoRA off) only when the KL is used or logged.
 
 ``recompute_old``: the engine computes in another dtype or on another device than the
 trainer, so even fresh samples' engine logprobs are not the trainer's π_θ for the same

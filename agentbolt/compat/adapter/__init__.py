@@ -96,10 +96,10 @@ class TracerTraceToTriplet(TraceToTripletBase):
 
     def __init__(self, *, agent_match: str | re.Pattern[str] | None = None, reward_match: Any = None,
                  **_options: Any) -> None:
-        policy: Literal["final", "preceding"] = (
+        rule: Literal["final", "preceding"] = (
             "final" if reward_match in (None, "final", "FIRST_OCCURRENCE") else "preceding"
         )
-        self.adapter = TripletAdapter(reward_policy=policy, agent_match=agent_match)
+        self.adapter = TripletAdapter(reward_rule=rule, agent_match=agent_match)
 
     def adapt(self, source: Iterable[Span], /) -> list[Triplet]:
         return [_v03_triplet(t) for t in self.adapter.adapt(source)]

@@ -1,12 +1,12 @@
 """Weight hot-swaps for the transformers engine: full (or partial) state dicts, and LoRA
-adapters merged into the served weights.
+LoRAs merged into the served weights.
 
-LoRA: the engine keeps a copy of each targeted base weight the first time an adapter
-touches it and always serves ``W = W_base + scale · B @ A``, so successive adapter
+LoRA: the engine keeps a copy of each targeted base weight the first time a LoRA
+touches it and always serves ``W = W_base + scale · B @ A``, so successive LoRA
 versions replace each other instead of piling up. A full state dict becomes the new base.
-:meth:`LoraMerger.rebase` makes the weights served now (the current adapter merged in)
-the base of the next adapter: for a trainer whose policy is a copy of the served model
-plus a fresh adapter (GRPO after SFT on one engine), whose delta sits on top of them.
+:meth:`LoraMerger.rebase` makes the weights served now (the current LoRA merged in)
+the base of the next LoRA: for a trainer whose policy is a copy of the served model
+plus a fresh LoRA (GRPO after SFT on one engine), whose delta sits on top of them.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def load_full(model: torch.nn.Module, state_dict: Mapping[str, torch.Tensor]) ->
     if unknown:
         raise ValueError(f"update_weights got {len(unknown)} keys the served model does not have "
                          f"(e.g. {unknown[:3]}); pass the state dict of the same architecture, or use lora= for "
-                         "adapters")
+                         "LoRAs")
     with torch.no_grad():
         for k, v in clean.items():
             if own[k].shape != v.shape:
@@ -58,7 +58,7 @@ def load_full(model: torch.nn.Module, state_dict: Mapping[str, torch.Tensor]) ->
 
 
 def lora_from(lora: Any, scale: float | None) -> tuple[dict[str, torch.Tensor], float]:
-    """Accept a peft ``PeftModel`` (scale read from its config) or an adapter state dict
+    """Accept a peft ``PeftModel`` (scale read from its config) or a LoRA state dict
     (as ``peft.get_peft_model_state_dict`` returns; then ``lora_scale`` = alpha / r is required)."""
     if hasattr(lora, "peft_config"):
         from peft import get_peft_model_state_dict
@@ -71,10 +71,10 @@ def lora_from(lora: Any, scale: float | None) -> tuple[dict[str, torch.Tensor], 
         return dict(get_peft_model_state_dict(lora, adapter_name=name)), float(scale)
     if isinstance(lora, Mapping):
         if scale is None:
-            raise ValueError("update_weights(lora=<adapter state dict>) needs lora_scale=lora_alpha / r "
+            raise ValueError("update_weights(lora=<LoRA state dict>) needs lora_scale=lora_alpha / r "
                              "(or pass the PeftModel itself and the scale is read from its config)")
         return dict(lora), float(scale)
-    raise TypeError(f"lora must be a peft PeftModel or an adapter state dict, not {type(lora).__name__}")
+    raise TypeError(f"lora must be a peft PeftModel or a LoRA state dict, not {type(lora).__name__}")
 
 
 def lora_scale_of(config: Mapping[str, Any]) -> float:
@@ -82,10 +82,10 @@ def lora_scale_of(config: Mapping[str, Any]) -> float:
 
     Refuses what a single scale cannot express (per-module ranks or alphas, DoRA)."""
     if config.get("rank_pattern") or config.get("alpha_pattern"):
-        raise ValueError("this LoRA adapter has per-module ranks or alphas (rank_pattern/alpha_pattern), which "
+        raise ValueError("this LoRA has per-module ranks or alphas (rank_pattern/alpha_pattern), which "
                          "the engine cannot serve: merge it and send the full state dict instead")
     if config.get("use_dora"):
-        raise ValueError("DoRA adapters are not LoRA deltas the engine can add: merge the adapter and send the "
+        raise ValueError("DoRA weights are not LoRA deltas the engine can add: merge the LoRA and send the "
                          "full state dict instead")
     r, alpha = config.get("r"), config.get("lora_alpha")
     if not isinstance(r, int) or r < 1 or not isinstance(alpha, (int, float)):
@@ -95,17 +95,17 @@ def lora_scale_of(config: Mapping[str, Any]) -> float:
 
 
 def read_lora_dir(path: str | Path) -> tuple[dict[str, torch.Tensor], float]:
-    """Read a peft adapter directory as ``save_pretrained`` writes it
+    """Read a peft LoRA directory as ``save_pretrained`` writes it
     (``adapter_config.json`` + ``adapter_model.safetensors``): its tensors and scale."""
     root = Path(path)
     config_file, weights_file = root / "adapter_config.json", root / "adapter_model.safetensors"
     for f in (config_file, weights_file):
         if not f.is_file():
-            raise ValueError(f"{root} is not a peft LoRA adapter directory: {f.name} is missing "
-                             "(save the adapter with peft_model.save_pretrained(path) and pass that path)")
+            raise ValueError(f"{root} is not a peft LoRA directory: {f.name} is missing "
+                             "(save the LoRA with peft_model.save_pretrained(path) and pass that path)")
     config = json.loads(config_file.read_text())
     if str(config.get("peft_type", "LORA")).upper() != "LORA":
-        raise ValueError(f"{root} holds a {config.get('peft_type')} adapter; only LoRA adapters can be served")
+        raise ValueError(f"{root} holds a {config.get('peft_type')} LoRA; only LoRAs can be served")
     from safetensors.torch import load_file
 
     return load_file(str(weights_file)), lora_scale_of(config)
@@ -118,8 +118,8 @@ class LoraMerger:
         self._base: dict[str, torch.Tensor] = {}
 
     def rebase(self) -> None:
-        """Keep serving what is served, and make it the base of the next adapter (the
-        current adapter stays merged in: a later adapter is added to it, not swapped for it)."""
+        """Keep serving what is served, and make it the base of the next LoRA (the
+        current LoRA stays merged in: a later LoRA is added to it, not swapped for it)."""
         self._base.clear()
 
     def restore(self, model: torch.nn.Module) -> None:
@@ -130,19 +130,19 @@ class LoraMerger:
                 params[f"{module}.weight"].copy_(base)
         self._base.clear()
 
-    def apply(self, model: torch.nn.Module, adapter: Mapping[str, torch.Tensor], scale: float) -> int:
+    def apply(self, model: torch.nn.Module, lora: Mapping[str, torch.Tensor], scale: float) -> int:
         """Serve ``base + scale · B @ A`` for every adapted module; returns how many."""
         pairs: dict[str, dict[str, torch.Tensor]] = {}
-        for key, value in adapter.items():
+        for key, value in lora.items():
             m = _LORA_KEY.match(_strip(key))
             if m is None:
-                raise ValueError(f"not a LoRA A/B weight: {key!r} (embedding adapters and extra modules are not "
+                raise ValueError(f"not a LoRA A/B weight: {key!r} (embedding LoRAs and extra modules are not "
                                  "supported; "
-                                 "merge the adapter and pass state_dict= instead)")
+                                 "merge the LoRA and pass state_dict= instead)")
             pairs.setdefault(m["module"], {})[m["ab"]] = value
         params = dict(model.named_parameters())
         with torch.no_grad():
-            for module in list(self._base):  # modules the previous adapter touched but this one does not
+            for module in list(self._base):  # modules the previous LoRA touched but this one does not
                 if module not in pairs:
                     params[f"{module}.weight"].copy_(self._base.pop(module))
             for module, ab in pairs.items():
@@ -150,7 +150,7 @@ class LoraMerger:
                     raise ValueError(f"LoRA module {module!r} lacks its lora_{'B' if 'A' in ab else 'A'} weight")
                 weight = params.get(f"{module}.weight")
                 if weight is None:
-                    raise ValueError(f"the served model has no module {module!r} for this LoRA adapter")
+                    raise ValueError(f"the served model has no module {module!r} for this LoRA")
                 base = self._base.setdefault(module, weight.detach().clone())
                 delta = (ab["B"].to(weight.device, torch.float32) @ ab["A"].to(weight.device, torch.float32)) * scale
                 weight.copy_((base.float() + delta).to(weight.dtype))

@@ -85,5 +85,5 @@ async def post_reward(
         **fields,
     )
     stored = await store.add_spans([span])
-    ctx.metrics.spans_ingested(1)
+    ctx.telemetry.spans_ingested(1)
     return stored[0]

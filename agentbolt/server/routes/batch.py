@@ -76,7 +76,7 @@ async def _enqueue(store: Store, ctx: ServerContext, a: EnqueueRequest) -> list[
 
 async def _add_spans(store: Store, ctx: ServerContext, a: SpansRequest) -> list[Span]:
     stored = await store.add_spans(a.spans)
-    ctx.metrics.spans_ingested(len(a.spans))
+    ctx.telemetry.spans_ingested(len(a.spans))
     return stored
 
 
@@ -160,7 +160,7 @@ async def _run_span_ops(store: Store, ctx: ServerContext, ops: list[SpansRequest
         stored = await store.add_spans(joined)
     except Exception:  # noqa: BLE001 - whatever failed, each op will report it on its own
         return list(await asyncio.gather(*(_run_one(store, ctx, "add_spans", op) for op in ops)))
-    ctx.metrics.spans_ingested(len(joined))
+    ctx.telemetry.spans_ingested(len(joined))
     out: list[bytes] = []
     start = 0
     for op in ops:

@@ -13,8 +13,8 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from agentbolt.server.auth import Principal, principal_of
-from agentbolt.server.metrics import ServerMetrics
 from agentbolt.server.schemas import ErrorResponse
+from agentbolt.server.telemetry import ServerTelemetry
 from agentbolt.store.base import Store
 
 __all__ = [
@@ -38,10 +38,10 @@ class ServerContext:
     test clients), the first request starts it instead.
     """
 
-    def __init__(self, store: Store, *, admin_token: str | None, metrics: ServerMetrics) -> None:
+    def __init__(self, store: Store, *, admin_token: str | None, telemetry: ServerTelemetry) -> None:
         self.store = store
         self.admin_token = admin_token
-        self.metrics = metrics
+        self.telemetry = telemetry
         self._secret: bytes | None = None
         self._started = False
         self._lock = asyncio.Lock()

@@ -9,15 +9,15 @@
 * ``POST /v1/gateway/weights``: pause, drain, load new weights into the engine, resume.
   The body is raw safetensors (``Content-Type: application/octet-stream``,
   ``?kind=full|lora&lora_scale=&version=&drain_timeout=``) or JSON
-  ``{"lora_path": <adapter directory the server can read>, "version": N}``.
+  ``{"lora_path": <LoRA directory the server can read>, "version": N}``.
   Answers ``{"policy_version": N}``; 400 for a body the engine refuses, 501 for an
   engine that cannot load weights, 504 when calls stay in flight past ``drain_timeout``.
 * ``POST /v1/gateway/chat/completions``, ``POST /v1/gateway/completions``: a call
   straight to the engine, part of no rollout and not recorded (an algorithm using the
   run's model as a helper, e.g. APO's critic; a trainer probing what the engine serves).
   No streaming.
-* ``POST /v1/gateway/rebase``: the weights served now (any adapter merged in) become the
-  base of the next LoRA adapter (a trainer that starts from them); 501 for an engine that
+* ``POST /v1/gateway/rebase``: the weights served now (any LoRA merged in) become the
+  base of the next LoRA (a trainer that starts from them); 501 for an engine that
   cannot. Answers the status.
 
 Errors are OpenAI-shaped (``{"error": {"message", "type", "param", "code"}}``): 401/403
@@ -144,7 +144,7 @@ async def weights(
     drain_timeout: float = 120.0,
 ) -> Response:
     """Body: safetensors bytes (``application/octet-stream``; ``kind``: ``full`` = a full or
-    partial state dict, ``lora`` = a peft adapter state dict with ``lora_scale`` = alpha / r)
+    partial state dict, ``lora`` = a peft LoRA state dict with ``lora_scale`` = alpha / r)
     or JSON ``{"lora_path": ..., "version": ...}``. Answers ``{"policy_version": N}``."""
     gateway = _admin(request, "updating the model's weights")
     if isinstance(gateway, Response):
@@ -164,7 +164,7 @@ async def weights(
             problem = body if isinstance(body, str) else "lora_path is missing"
             return openai_error(
                 400,
-                f'{problem}: a JSON body must be {{"lora_path": "<adapter directory this server can read>", '
+                f'{problem}: a JSON body must be {{"lora_path": "<LoRA directory this server can read>", '
                 '"version": N}; send tensors as safetensors bytes with Content-Type: application/octet-stream',
                 "invalid_request_error",
             )
@@ -235,13 +235,13 @@ async def _admin_call(request: Request, kind: Literal["chat", "completions"]) ->
     return Response(orjson.dumps(response), media_type="application/json")
 
 
-@gateway_admin_router.post(REBASE_ROUTE, summary="Make the served weights the base of the next LoRA adapter")
+@gateway_admin_router.post(REBASE_ROUTE, summary="Make the served weights the base of the next LoRA")
 async def rebase(request: Request) -> Response:
     async def change(gateway: Gateway) -> Response | None:
         try:
-            gateway.engine.rebase_adapters()
+            gateway.engine.rebase_loras()
         except EngineError as exc:
             return openai_error_response(exc)
         return None
 
-    return await _admin_status(request, "rebasing the engine's adapters", change)
+    return await _admin_status(request, "rebasing the engine's LoRAs", change)

@@ -68,7 +68,7 @@ async def ingest_traces(request: Request, store: StoreDep, caller: CallerDep, ct
         caller.require_attempt(s.rollout_id, s.attempt_id, "posting spans of another attempt")
     if spans:
         await store.add_spans(spans)
-        ctx.metrics.spans_ingested(len(spans))
+        ctx.telemetry.spans_ingested(len(spans))
     payload, media_type = encode_otlp_response(content_type)
     return Response(payload, media_type=media_type)
 
@@ -81,5 +81,5 @@ async def ingest_traces(request: Request, store: StoreDep, caller: CallerDep, ct
     dependencies=[AdminOnly],
 )
 async def metrics(store: StoreDep, ctx: ContextDep) -> Response:
-    payload, content_type = await ctx.metrics.render(store)
+    payload, content_type = await ctx.telemetry.render(store)
     return Response(payload, media_type=content_type)

@@ -28,7 +28,7 @@ async def add_spans(body: SpansRequest, store: StoreDep, caller: CallerDep, ctx:
     for s in body.spans:
         caller.require_attempt(s.rollout_id, s.attempt_id, "posting spans of another attempt")
     stored = await store.add_spans(body.spans)
-    ctx.metrics.spans_ingested(len(body.spans))
+    ctx.telemetry.spans_ingested(len(body.spans))
     return stored
 
 

@@ -1,7 +1,7 @@
-"""What is trained is what is served, when an engine already serves an adapter: a
-trainer whose policy is a copy of the served model (SFT's adapter merged in) plus a fresh
-adapter must, after publishing, be served exactly that — not its delta on the weights
-from before SFT's adapter."""
+"""What is trained is what is served, when an engine already serves a LoRA: a
+trainer whose policy is a copy of the served model (SFT's LoRA merged in) plus a fresh
+LoRA must, after publishing, be served exactly that — not its delta on the weights
+from before SFT's LoRA."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def engine_vs_trainer(engine: TransformersEngine, policy: Policy) -> float:
 
 
 def _sft_policy(control: Any) -> Policy:
-    """SFT's policy: a copy of the served model with a trained (non-zero) adapter."""
+    """SFT's policy: a copy of the served model with a trained (non-zero) LoRA."""
     model, tok = engine_weights(control)  # type: ignore[misc]
     policy = Policy(model, tok, lora=LORA)
     with torch.no_grad():
@@ -51,7 +51,7 @@ def _sft_policy(control: Any) -> Policy:
     return policy
 
 
-async def test_a_fresh_adapter_on_a_copy_of_an_sft_model_is_served_on_top_of_sft() -> None:
+async def test_a_fresh_lora_on_a_copy_of_an_sft_model_is_served_on_top_of_sft() -> None:
     model, tok = tiny_model(seed=3, vocab="bytes", hidden=32, n_layers=1)
     engine = TransformersEngine(model, tok, num_threads=1)
     control = LocalGatewayControl(Gateway(engine))
@@ -64,15 +64,15 @@ async def test_a_fresh_adapter_on_a_copy_of_an_sft_model_is_served_on_top_of_sft
         grpo = Policy(*engine_weights(control), lora=LORA)  # type: ignore[misc]  # B = 0: serves what SFT served
         assert engine_vs_trainer(engine, grpo) < 1e-4
         assert await control.update_weights(**grpo.engine_update()) == 2
-        assert engine_vs_trainer(engine, grpo) < 1e-4  # before the fix: 0.2 (SFT's adapter dropped)
+        assert engine_vs_trainer(engine, grpo) < 1e-4  # before the fix: 0.2 (SFT's LoRA dropped)
 
-        with torch.no_grad():  # GRPO trains; its later adapters keep replacing each other on top of SFT
+        with torch.no_grad():  # GRPO trains; its later LoRAs keep replacing each other on top of SFT
             for name, p in grpo.model.named_parameters():
                 if "lora_B" in name:
                     p.add_(0.1)
         await control.update_weights(**grpo.engine_update())
         assert engine_vs_trainer(engine, grpo) < 1e-4
-        await control.update_weights(**grpo.engine_update())  # the same adapter again: no piling up
+        await control.update_weights(**grpo.engine_update())  # the same LoRA again: no piling up
         assert engine_vs_trainer(engine, grpo) < 1e-4
     finally:
         await engine.close()
@@ -88,7 +88,7 @@ async def test_the_publisher_probes_the_engine_and_stops_on_a_mismatch() -> None
         info = await engine_info(control)
         assert info.local and info.dtype == "torch.float32" and info.device == "cpu"
         assert numerics_match(policy, info)
-        publisher = Publisher(control, policy, info, adapter_dir="unused")
+        publisher = Publisher(control, policy, info, lora_dir="unused")
         version, values = await publisher.publish(7, PROBE[0].tolist())
         assert version == 7 and values["publish/max_abs_logprob_diff"] < 1e-4
 
@@ -123,7 +123,7 @@ def test_numerics_match_only_for_the_same_dtype_and_device() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    asyncio.run(test_a_fresh_adapter_on_a_copy_of_an_sft_model_is_served_on_top_of_sft())
+    asyncio.run(test_a_fresh_lora_on_a_copy_of_an_sft_model_is_served_on_top_of_sft())
 
 
 def test_a_bf16_trainer_next_to_an_fp32_engine_recomputes_pi_old(tmp_path: Any) -> None:
@@ -157,11 +157,11 @@ def test_the_engines_dtype_is_settable_and_reported() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_grpo_given_an_sft_export_trains_on_top_of_the_sft_adapter_the_engine_serves(tmp_path: Any,
+def test_grpo_given_an_sft_export_trains_on_top_of_the_sft_lora_the_engine_serves(tmp_path: Any,
                                                                                      dtype: str) -> None:
     """``GRPO(model=<SFT's export>)`` on the engine SFT published to: GRPO adopts the served
-    weights as the base of its adapter, so every publish serves what it trains (before the
-    fix its adapter went onto the pre-SFT weights: raised in fp32, silent in bf16)."""
+    weights as the base of its LoRA, so every publish serves what it trains (before the
+    fix its LoRA went onto the pre-SFT weights: raised in fp32, silent in bf16)."""
     import copy
 
     from agentbolt.algorithms.grpo import GRPO

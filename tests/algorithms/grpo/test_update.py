@@ -119,7 +119,7 @@ def test_samples_without_trained_tokens_are_refused() -> None:
         PolicyUpdate(policy, GRPOConfig()).step([empty])
 
 
-def test_engine_update_carries_the_adapter_and_its_scale() -> None:
+def test_engine_update_carries_the_lora_and_its_scale() -> None:
     policy = _policy()
     update = policy.engine_update()
     assert update["lora_scale"] == pytest.approx(2.0)
@@ -168,7 +168,7 @@ def test_no_shared_prefix_when_prompts_differ_early_or_a_row_is_alone() -> None:
     assert shared_prefix(_batch(policy)) == 0
 
 
-def test_export_writes_a_hugging_face_model_with_the_adapter_merged(tmp_path) -> None:
+def test_export_writes_a_hugging_face_model_with_the_lora_merged(tmp_path) -> None:
     from transformers import AutoModelForCausalLM
 
     policy = _policy()

@@ -1,4 +1,4 @@
-"""GRPO publishes to vLLM: each update's adapter is saved as a peft directory and loaded
+"""GRPO publishes to vLLM: each update's LoRA is saved as a peft directory and loaded
 through vLLM's runtime LoRA route, and the version goes up — a whole GRPO run against a
 recorded fake of vLLM's API (no GPU here)."""
 
@@ -43,11 +43,11 @@ def _policy_model() -> torch.nn.Module:
         return LlamaForCausalLM(config)
 
 
-def test_grpo_saves_each_adapter_and_loads_it_through_vllms_runtime_lora_route(tmp_path: Path) -> None:
+def test_grpo_saves_each_lora_and_loads_it_through_vllms_runtime_lora_route(tmp_path: Path) -> None:
     fake = FakeVLLM()
-    adapters = tmp_path / "shared" / "adapters"
+    loras = tmp_path / "shared" / "loras"
     config = GRPOConfig(max_steps=2, tasks_per_step=1, group_size=4, learning_rate=1e-2, run_dir=str(tmp_path / "run"),
-                        lora=LoraSettings(r=2, alpha=4, target_modules=["q_proj", "v_proj"]), adapter_dir=str(adapters),
+                        lora=LoraSettings(r=2, alpha=4, target_modules=["q_proj", "v_proj"]), lora_dir=str(loras),
                         eval_before=False, eval_after=False, progress=False, loggers=["jsonl"], checkpoint_every=0)
     algorithm = GRPO(config, model=_policy_model())
     with serve_app_in_thread(fake.app) as url:
@@ -58,15 +58,15 @@ def test_grpo_saves_each_adapter_and_loads_it_through_vllms_runtime_lora_route(t
 
     assert result.policy_version == 2 and engine.policy_version == 2
     loads = [body for route, body in fake.lora_calls if route == "load"]
-    assert loads == [{"lora_name": "agentbolt-lora-v1", "lora_path": str((adapters / "v1").resolve())},
-                     {"lora_name": "agentbolt-lora-v2", "lora_path": str((adapters / "v2").resolve())}]
+    assert loads == [{"lora_name": "agentbolt-lora-v1", "lora_path": str((loras / "v1").resolve())},
+                     {"lora_name": "agentbolt-lora-v2", "lora_path": str((loras / "v2").resolve())}]
     assert ("unload", {"lora_name": "agentbolt-lora-v1"}) in fake.lora_calls
     assert list(fake.adapters) == ["agentbolt-lora-v2"]
-    # calls after the first publish went to the adapter, by name
+    # calls after the first publish went to the LoRA, by name
     assert {body["model"] for body in fake.seen} >= {BASE_MODEL, "agentbolt-lora-v1"}
 
-    # the directory vLLM read holds the trainer's adapter, as peft saves it
-    latest = adapters / "v2"
+    # the directory vLLM read holds the trainer's LoRA, as peft saves it
+    latest = loras / "v2"
     assert (latest / "adapter_config.json").is_file() and (latest / "adapter_model.safetensors").is_file()
     from peft import get_peft_model_state_dict
     from safetensors.torch import load_file
@@ -89,6 +89,6 @@ def test_full_fine_tuning_for_vllm_is_refused_before_training(tmp_path: Path) ->
     with serve_app_in_thread(fake.app) as url:
         trainer = agentbolt.Trainer(algorithm=GRPO(config, model=_policy_model()),
                                     gateway=Gateway(VLLMEngine(url + "/v1", model=BASE_MODEL, policy_version=0)))
-        with pytest.raises(ValueError, match="loads LoRA adapters only"):
+        with pytest.raises(ValueError, match="loads LoRAs only"):
             trainer.fit(any_agent, [{"q": "2+2?"}])
     assert fake.seen == [] and fake.lora_calls == []

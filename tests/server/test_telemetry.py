@@ -1,11 +1,11 @@
-"""Server metrics: request and span counters, and store gauges read at scrape time."""
+"""Server telemetry (Prometheus): request and span counters, and store gauges read at scrape time."""
 
 from __future__ import annotations
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentbolt.server.metrics import ServerMetrics
+from agentbolt.server.telemetry import ServerTelemetry
 from agentbolt.store import MemoryStore
 from agentbolt.types import AttemptStatus, Span
 
@@ -24,11 +24,11 @@ def request_labels(method: str = "GET", route: str = "/v1/rollouts", status: str
 
 
 def test_requests_are_counted_and_timed_by_status_class() -> None:
-    metrics = ServerMetrics()
-    metrics.observe_request("get", "/v1/rollouts", 200, 0.02)
-    metrics.observe_request("GET", "/v1/rollouts", 204, 0.3)
-    metrics.observe_request("POST", "/v1/rollouts", 404, 0.001)
-    value = metrics.registry.get_sample_value
+    telemetry = ServerTelemetry()
+    telemetry.observe_request("get", "/v1/rollouts", 200, 0.02)
+    telemetry.observe_request("GET", "/v1/rollouts", 204, 0.3)
+    telemetry.observe_request("POST", "/v1/rollouts", 404, 0.001)
+    value = telemetry.registry.get_sample_value
 
     assert value("agentbolt_http_requests_total", request_labels()) == 2
     assert value("agentbolt_http_requests_total", request_labels("POST", status="4xx")) == 1
@@ -39,13 +39,13 @@ def test_requests_are_counted_and_timed_by_status_class() -> None:
 
 
 def test_spans_ingested_counts_up() -> None:
-    metrics = ServerMetrics()
-    metrics.spans_ingested(3)
-    metrics.spans_ingested(0)
-    metrics.spans_ingested(4)
-    assert metrics.registry.get_sample_value("agentbolt_spans_ingested_total") == 7
+    telemetry = ServerTelemetry()
+    telemetry.spans_ingested(3)
+    telemetry.spans_ingested(0)
+    telemetry.spans_ingested(4)
+    assert telemetry.registry.get_sample_value("agentbolt_spans_ingested_total") == 7
     with pytest.raises(ValueError, match="n >= 0"):
-        metrics.spans_ingested(-1)
+        telemetry.spans_ingested(-1)
 
 
 async def test_render_reports_the_store_state() -> None:
@@ -57,10 +57,10 @@ async def test_render_reports_the_store_state() -> None:
     await store.add_span(Span(rollout_id=claim.rollout.rollout_id, attempt_id=claim.attempt.attempt_id, name="step"))
     await store.update_attempt(claim.rollout.rollout_id, claim.attempt.attempt_id, status=AttemptStatus.SUCCEEDED)
     await store.update_worker("w1")
-    metrics = ServerMetrics()
-    metrics.observe_request("GET", "/metrics", 200, 0.01)
+    telemetry = ServerTelemetry()
+    telemetry.observe_request("GET", "/metrics", 200, 0.01)
 
-    body, content_type = await metrics.render(store)
+    body, content_type = await telemetry.render(store)
     got = samples(body)
 
     assert content_type.startswith("text/plain")
@@ -76,14 +76,14 @@ async def test_render_reports_the_store_state() -> None:
 
 async def test_render_follows_the_store_between_scrapes() -> None:
     store = MemoryStore()
-    metrics = ServerMetrics()
-    assert samples((await metrics.render(store))[0])[("agentbolt_queue_depth", frozenset())] == 0
+    telemetry = ServerTelemetry()
+    assert samples((await telemetry.render(store))[0])[("agentbolt_queue_depth", frozenset())] == 0
     await store.enqueue_rollout("task")
-    assert samples((await metrics.render(store))[0])[("agentbolt_queue_depth", frozenset())] == 1
+    assert samples((await telemetry.render(store))[0])[("agentbolt_queue_depth", frozenset())] == 1
 
 
 async def test_instances_do_not_share_values() -> None:
-    first, second = ServerMetrics(), ServerMetrics()
+    first, second = ServerTelemetry(), ServerTelemetry()
     first.observe_request("GET", "/health", 200, 0.001)
     first.spans_ingested(5)
     busy = MemoryStore()

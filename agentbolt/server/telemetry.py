@@ -1,6 +1,7 @@
-"""Prometheus metrics of the agentbolt server: HTTP traffic, span ingestion, store state.
+"""The server's telemetry — its Prometheus exposition on ``GET /metrics`` (not the training
+metrics of :mod:`agentbolt.metrics`): HTTP traffic, span ingestion, store state.
 
-Each :class:`ServerMetrics` owns its own ``CollectorRegistry`` (never the process-wide
+Each :class:`ServerTelemetry` owns its own ``CollectorRegistry`` (never the process-wide
 default), so several apps in one process — tests, a server per store — keep separate
 numbers. Store gauges are read from ``store.stats()`` at scrape time, so they are
 exact for every backend and cost nothing between scrapes.
@@ -17,14 +18,14 @@ from prometheus_client.registry import Collector
 from agentbolt.store.base import Store
 from agentbolt.types import AttemptStatus, RolloutStatus, StoreStats
 
-__all__ = ["ServerMetrics", "REQUEST_DURATION_BUCKETS"]
+__all__ = ["ServerTelemetry", "REQUEST_DURATION_BUCKETS"]
 
 REQUEST_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 """Seconds. Longer than Prometheus' defaults: long-polls (waiting for rollouts, claims)
 and proxied model calls legitimately take tens of seconds."""
 
 
-class ServerMetrics:
+class ServerTelemetry:
     """The metrics one server app exposes on ``/metrics``.
 
     Call :meth:`observe_request` from the HTTP middleware, :meth:`spans_ingested` when
