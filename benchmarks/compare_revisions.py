@@ -36,7 +36,10 @@ HERE = Path(__file__).resolve().parent
 
 
 def unpack(rev: str, into: Path) -> Path:
-    """The tracked files of ``rev`` under ``into`` (``git archive``)."""
+    """The tracked files of ``rev`` under ``into`` (``git archive``); a ``rev`` that is a
+    directory holding an ``agentbolt`` package (another checkout) is used as it is."""
+    if (Path(rev) / "agentbolt" / "__init__.py").is_file():
+        return Path(rev).resolve()
     into.mkdir(parents=True, exist_ok=True)
     archive = into / "tree.tar"
     with archive.open("wb") as f:
@@ -74,8 +77,8 @@ def run_once(tree: Path, command: list[str]) -> list[dict[str, Any]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("before", help="the git revision measured as 'before'")
-    parser.add_argument("--after", default=None, help="the 'after' revision (default: this checkout as it is)")
+    parser.add_argument("before", help="the git revision (or another checkout's directory) measured as 'before'")
+    parser.add_argument("--after", default=None, help="the 'after' revision or directory (default: this checkout)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per revision, alternating")
     parser.add_argument("--key", default="", help="comma-separated fields that identify a row")
     parser.add_argument("--measure", default="", help="comma-separated fields to compare (default: float fields)")
