@@ -1,11 +1,15 @@
 """One benchmark, two revisions of agentbolt, in the same run: before/after a change.
 
 The benchmark script is always this checkout's; only the ``agentbolt`` package it imports
-changes (``PYTHONPATH`` points at each tree and the benchmark runs in it, so the subprocesses it
-starts import the same one). The *before* tree is ``git archive REV`` unpacked in a temporary directory;
-the *after* tree is this checkout (or ``--after REV``). Rounds alternate before, after,
-after, before, … so a machine that gets busier or quieter during the run weighs on both
-alike; the table gives the median of each measure per revision and after / before.
+changes: ``PYTHONPATH`` points at each tree and the benchmark runs in it, so the
+subprocesses it starts import the same one, and a ``sitecustomize`` takes an editable
+install's finder off ``sys.meta_path``, so a module the tree lacks is an ImportError, never
+this checkout's. The *before* tree is ``git archive REV`` unpacked in a temporary
+directory (or a directory given instead of REV: another checkout); the *after* tree is
+this checkout (or ``--after``). Rounds alternate before, after, after, before, … so a
+machine that gets busier or quieter during the run weighs on both alike; the table gives
+the median of each measure per revision and after / before. A benchmark that imports a
+module the older tree does not have fails on it, saying so.
 
     python benchmarks/compare_revisions.py d5607d5^ --rounds 3 \\
         --measure added_p50_ms,added_p99_ms,gateway_rps_16 -- gateway_overhead.py --json --seconds 3
@@ -50,14 +54,24 @@ def unpack(rev: str, into: Path) -> Path:
     return into / "tree"
 
 
-def run_once(tree: Path, command: list[str]) -> list[dict[str, Any]]:
-    """The benchmark's JSON lines, run with ``tree``'s agentbolt first on the path."""
-    path = [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])]
+NO_EDITABLE = """\
+# Written by benchmarks/compare_revisions.py: an editable install of agentbolt puts a finder
+# on sys.meta_path that would hand out this checkout's modules wherever the tree under
+# test lacks one; only the tree's agentbolt may be imported.
+import sys
+sys.meta_path[:] = [f for f in sys.meta_path if not str(getattr(f, "__module__", "")).startswith("__editable__")]
+"""
+
+
+def run_once(tree: Path, command: list[str], shim: Path) -> list[dict[str, Any]]:
+    """The benchmark's JSON lines, run with ``tree``'s agentbolt (and only it) on the path."""
+    path = [str(shim), str(tree), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    check = subprocess.run([sys.executable, "-c", "import agentbolt; print(agentbolt.__file__)"], env=env, cwd=tree,
-                           capture_output=True, text=True, check=True)
-    if not Path(check.stdout.strip()).is_relative_to(tree):
-        raise SystemExit(f"agentbolt imported from {check.stdout.strip()}, not {tree}: is it installed non-editable?")
+    probe = "import agentbolt, sys; print(agentbolt.__file__); print(any('editable' in repr(f) for f in sys.meta_path))"
+    check = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tree, capture_output=True, text=True, check=True)
+    where, editable = check.stdout.split()
+    if not Path(where).is_relative_to(tree) or editable != "False":
+        raise SystemExit(f"agentbolt imported from {where} (editable finder left: {editable}), not only from {tree}")
     script = HERE / command[0]
     done = subprocess.run([sys.executable, str(script), *command[1:]], env=env, cwd=tree, capture_output=True,
                           text=True)
@@ -95,13 +109,16 @@ def main() -> int:
 
     values: dict[tuple[str, str, str], list[float]] = defaultdict(list)  # (row, measure, which) -> values
     with tempfile.TemporaryDirectory(prefix="agentbolt-compare-") as tmp:
+        shim = Path(tmp) / "shim"
+        shim.mkdir()
+        (shim / "sitecustomize.py").write_text(NO_EDITABLE)
         trees = {"before": unpack(args.before, Path(tmp) / "before")}
         trees["after"] = unpack(args.after, Path(tmp) / "after") if args.after else ROOT
         order = [("before", "after") if r % 2 == 0 else ("after", "before") for r in range(args.rounds)]
         for r, pair in enumerate(order, 1):
             for which in pair:
                 print(f"round {r}/{args.rounds}: {which}", file=sys.stderr, flush=True)
-                for row in run_once(trees[which], command):
+                for row in run_once(trees[which], command, shim):
                     name = " ".join(f"{k}={row.get(k)}" for k in keys) or "-"
                     measures = wanted or [k for k, v in row.items() if isinstance(v, float)]
                     for m in measures:
