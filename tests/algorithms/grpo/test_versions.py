@@ -5,6 +5,7 @@ a new version number, and the lost version's tokens are dropped."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,14 @@ def test_a_run_that_published_past_its_checkpoint_resumes_under_new_versions(tmp
     from agentbolt.metrics import read_jsonl
     from algorithms.grpo import resume_worker
 
+    tiebreak = itertools.count()
+
+    async def agent(task: dict[str, str], llm: Any) -> float:
+        """``byte_agent`` with a per-rollout tie-break: every group has reward variance, so
+        every step publishes (the versions below count on it; at this learning rate the
+        answers' first bytes soon tie, more so under load)."""
+        return await resume_worker.byte_agent(task, llm) + next(tiebreak) * 1e-4
+
     class CrashAfterStep3(GRPO):
         async def step(self, *args: Any) -> Any:
             values = await super().step(*args)
@@ -74,13 +83,12 @@ def test_a_run_that_published_past_its_checkpoint_resumes_under_new_versions(tmp
     config = resume_worker.config(run_dir, max_steps=4).model_copy(update={"checkpoint_every": 2})
     model, tok = resume_worker.policy_model()
     with pytest.raises(RuntimeError, match="crashed after publishing"):
-        resume_worker.trainer(CrashAfterStep3(config, model=model, tokenizer=tok), db).fit(
-            resume_worker.byte_agent, resume_worker.TASKS)
+        resume_worker.trainer(CrashAfterStep3(config, model=model, tokenizer=tok), db).fit(agent, resume_worker.TASKS)
     assert PublishedVersions(run_dir).read() == 3
 
     model, tok = resume_worker.policy_model()
     result = resume_worker.trainer(GRPO(config, model=model, tokenizer=tok), db).fit(
-        resume_worker.byte_agent, resume_worker.TASKS)  # a fresh engine: it serves version 0
+        agent, resume_worker.TASKS)  # a fresh engine: it serves version 0
     rows = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
     assert [r["policy_version"] for r in rows] == [1, 2, 5, 6]  # the checkpoint's weights came back as v4
