@@ -102,7 +102,7 @@ async def two_agents(task: dict[str, str], llm: agentbolt.LLM) -> float:
 
 
 def test_grpo_with_agent_match_trains_only_the_solver_and_dev_previews_the_same_samples(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, trained_samples: list[Any]
 ) -> None:
     model, tokenizer = tiny_model(seed=3, vocab="bytes", hidden=64, n_layers=2)
     engine = TransformersEngine(model, tokenizer, max_batch_size=16, num_threads=1, default_max_tokens=3)
@@ -110,14 +110,7 @@ def test_grpo_with_agent_match_trains_only_the_solver_and_dev_previews_the_same_
     config = GRPOConfig(max_steps=1, tasks_per_step=2, group_size=4, agent_match="^solver$", run_dir=str(tmp_path),
                         progress=False, eval_before=False, eval_after=False, checkpoint_every=0, loggers=["jsonl"])
     grpo = GRPO(config)
-    trained: list[Any] = []
-    step = PolicyUpdate.step
-
-    def spy(self: PolicyUpdate, samples: Any, **kw: Any) -> Any:
-        trained.extend(samples)
-        return step(self, samples, **kw)
-
-    monkeypatch.setattr(PolicyUpdate, "step", spy)
+    trained = trained_samples
     trainer = agentbolt.Trainer(algorithm=grpo, store=store, gateway=Gateway(engine, GatewayConfig(retry_after=1)),
                                 runner=agentbolt.Runner(concurrency=8))
     trainer.fit(two_agents, [{"prompt": "apple 1"}, {"prompt": "river 2"}])
