@@ -40,6 +40,7 @@ class LogLevel(StrEnum):
 class EngineKind(StrEnum):
     OPENAI = "openai"
     VLLM = "vllm"
+    SGLANG = "sglang"
     TRANSFORMERS = "transformers"
 
 
@@ -95,7 +96,8 @@ def server(
         typer.Option(
             "--engine",
             help="Serve the model gateway in front of this engine: an OpenAI-compatible server (openai), "
-            "vLLM (vllm: token ids for RL) or a local Hugging Face model (transformers).",
+            "vLLM (vllm: token ids for RL), SGLang (sglang: its native routes, needs --tokenizer) or a local "
+            "Hugging Face model (transformers).",
             rich_help_panel=_GATEWAY,
             show_default=False,
         ),
@@ -104,7 +106,8 @@ def server(
         list[str] | None,
         typer.Option(
             "--engine-url",
-            help="Base URL of the openai/vllm server, e.g. http://127.0.0.1:8000/v1 (repeat for replicas).",
+            help="Base URL of the openai/vllm server, e.g. http://127.0.0.1:8000/v1, or the sglang server's root, "
+            "e.g. http://127.0.0.1:30000 (repeat for replicas).",
             rich_help_panel=_GATEWAY,
             show_default=False,
         ),
@@ -123,7 +126,7 @@ def server(
         typer.Option(
             "--engine-api-key",
             envvar="AGENTBOLT_ENGINE_API_KEY",
-            help="API key of the openai/vllm server (prefer the environment variable).",
+            help="API key of the openai/vllm/sglang server (prefer the environment variable).",
             rich_help_panel=_GATEWAY,
             show_default=False,
         ),
@@ -160,8 +163,8 @@ def server(
         str | None,
         typer.Option(
             "--tokenizer",
-            help="vllm engine: the served model's tokenizer (directory or Hub name); the gateway then templates "
-            "chats itself and sends token ids to vLLM's completions route (token-exact history).",
+            help="vllm or sglang engine: the served model's tokenizer (directory or Hub name); the gateway then "
+            "templates chats itself and sends token ids to the engine (token-exact history). Required by sglang.",
             rich_help_panel=_GATEWAY,
             show_default=False,
         ),
@@ -375,9 +378,9 @@ def _gateway_spec(
             if value is not None
         ]
         if given:
-            fail(f"{', '.join(given)} configure the model gateway: add --engine openai, vllm or transformers")
+            fail(f"{', '.join(given)} configure the model gateway: add --engine openai, vllm, sglang or transformers")
         return None
-    if engine in (EngineKind.OPENAI, EngineKind.VLLM):
+    if engine in (EngineKind.OPENAI, EngineKind.VLLM, EngineKind.SGLANG):
         if not urls:
             fail(f"--engine {engine.value} needs --engine-url, the base URL of its server, e.g. http://127.0.0.1:8000/v1")
         if model_path is not None:
@@ -385,7 +388,8 @@ def _gateway_spec(
     elif not model_path:
         fail("--engine transformers needs --model-path: a model directory saved with save_pretrained, or 'smollm2'")
     elif urls:
-        fail("--engine-url is for --engine openai or vllm; --engine transformers serves --model-path in this process")
+        fail("--engine-url is for --engine openai, vllm or sglang; --engine transformers serves --model-path in this "
+             "process")
 
     from agentbolt.engines.spec import EngineSpec
     from agentbolt.gateway.config import GatewayConfig

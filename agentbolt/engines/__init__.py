@@ -5,7 +5,9 @@ can, and takes new weights from a trainer.
 
 * :class:`Engine` — the interface (``engine.py``); :class:`EngineError` — an answer in
   the API's own error shape.
-* :class:`VLLMEngine`, :class:`OpenAIEngine` — engine servers over HTTP (``http_engines.py``).
+* :class:`VLLMEngine`, :class:`OpenAIEngine` — engine servers over HTTP (``http_engines.py``);
+  :class:`SGLangEngine` — SGLang on its native routes (``sglang_engine.py``, ``sglang_native.py``);
+  runtime LoRAs kept in step over replicas (``served_lora.py``).
 * ``TransformersEngine`` (``transformers_engine.py``, needs torch) — agentbolt's own
   in-process engine: continuous batching, prefix cache, sampling (``local/``).
 * :class:`PolicyEngines` — several named policies, one engine each (``policies.py``).
@@ -13,7 +15,7 @@ can, and takes new weights from a trainer.
 * :func:`engine_app` — any engine served as a plain OpenAI-compatible app.
 * Token-level chat (``token_chat.py``, ``chat_template.py``, ``history.py``, ``tools/``):
   chat calls rendered with the policy's template and answered on token ids, tool calls
-  parsed from the text — for the local engine and for the gateway in front of vLLM.
+  parsed from the text — for the local engine and for the gateway in front of vLLM and SGLang.
 
 See ``docs/gateway.md``.
 """
@@ -22,6 +24,7 @@ from agentbolt.engines.engine import Engine, EngineError
 from agentbolt.engines.engine_app import engine_app
 from agentbolt.engines.http_engines import OpenAIEngine, VLLMEngine
 from agentbolt.engines.policies import PolicyEngines
+from agentbolt.engines.sglang_engine import SGLangEngine
 from agentbolt.engines.spec import EngineSpec
 from agentbolt.engines.weight_update import WeightUpdate
 
@@ -31,6 +34,7 @@ __all__ = [
     "EngineSpec",
     "OpenAIEngine",
     "PolicyEngines",
+    "SGLangEngine",
     "VLLMEngine",
     "WeightUpdate",
     "engine_app",

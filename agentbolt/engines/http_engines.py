@@ -29,6 +29,7 @@ import orjson
 
 from agentbolt.engines.chat_template import load_tokenizer
 from agentbolt.engines.engine import Engine, EngineError
+from agentbolt.engines.served_lora import ServedLora, lora_directory
 from agentbolt.engines.served_names import ServedNames
 from agentbolt.engines.sse import iter_sse_data
 from agentbolt.engines.weight_update import WeightUpdate
@@ -140,7 +141,7 @@ class OpenAIEngine(Engine):
         except aiohttp.ClientError as exc:
             raise EngineError(502, f"could not reach the engine at {base}: {exc!r}") from exc
         if status >= 400:
-            raise _error_of(status, content, base)
+            raise self._error(status, content, base)
         try:
             data = orjson.loads(content)
         except orjson.JSONDecodeError as exc:
@@ -161,10 +162,11 @@ class OpenAIEngine(Engine):
         try:
             async with session.post(base + path, data=self._body({**body, "stream": True})) as resp:
                 if resp.status >= 400:
-                    raise _error_of(resp.status, await resp.read(), base)
+                    raise self._error(resp.status, await resp.read(), base)
                 async for payload in iter_sse_data(_lines(resp.content)):
-                    if "error" in payload and "choices" not in payload:
-                        raise _error_of(_status_of(payload), orjson.dumps(payload), base)
+                    failed = self._stream_error(payload, base)
+                    if failed is not None:
+                        raise failed
                     yield payload
         except TimeoutError as exc:
             raise EngineError(504, f"the engine at {base} timed out after {self.timeout:g} s") from exc
@@ -192,8 +194,28 @@ class OpenAIEngine(Engine):
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise EngineError(502, f"could not reach the engine at {base}: {exc!r}") from exc
         if status >= 400:
-            raise _error_of(status, content, base)
+            raise self._error(status, content, base)
         return orjson.loads(content)
+
+    async def _send(self, replica: int, path: str, body: dict[str, Any] | None = None) -> tuple[int, bytes]:
+        """POST ``body`` (JSON as is) to ``path`` on ``replica``: the status and the answer;
+        a server that cannot be reached is EngineError(502)."""
+        session, base = self._client(replica)
+        try:
+            async with session.post(base + path, data=None if body is None else orjson.dumps(body)) as resp:
+                return resp.status, await resp.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise EngineError(502, f"could not reach the {self.name} server at {base}: {exc!r}") from exc
+
+    def _error(self, status: int, content: bytes, where: str) -> EngineError:
+        """The EngineError for an HTTP error answer of the server at ``where``."""
+        return _error_of(status, content, where)
+
+    def _stream_error(self, payload: dict[str, Any], where: str) -> EngineError | None:
+        """The EngineError a streamed event stands for (None: a chunk of the answer)."""
+        if "error" in payload and "choices" not in payload:
+            return _error_of(_status_of(payload), orjson.dumps(payload), where)
+        return None
 
 
 class VLLMEngine(OpenAIEngine):
@@ -233,11 +255,8 @@ class VLLMEngine(OpenAIEngine):
         self.tokenizer = load_tokenizer(tokenizer) if tokenizer is not None else None
         self.tool_parser = tool_parser
         self._policy_version = policy_version
-        self.lora_prefix = lora_name
-        self._lora: str | None = None
-        self._lora_path: str | None = None
-        self._stale: set[int] = set()  # replicas that missed the last LoRA load (unreachable then)
-        self._loads = 0
+        #: the runtime LoRA the replicas serve, loaded on all of them together
+        self.loras = ServedLora(self, lora_name, "vLLM")
         self._names: ServedNames | None = None
         self._names_retry_at = 0.0
 
@@ -248,20 +267,23 @@ class VLLMEngine(OpenAIEngine):
     @property
     def lora_name(self) -> str | None:
         """The runtime LoRA calls are now sent for (``None``: the base model)."""
-        return self._lora
+        return self.loras.name
+
+    def where(self, replica: int) -> str:
+        return self.base_urls[replica % self.n_replicas]
 
     def set_policy_version(self, version: int | None) -> None:
         self._policy_version = version
 
     def _served_model(self) -> str | None:
-        return self._lora if self._lora is not None else self.model
+        return self.loras.name if self.loras.name is not None else self.model
 
     # An engine built without model= serves agents that name any model ("policy", the
     # default of gateway_llm(), or a hard-coded "gpt-4o"): a name vLLM does not serve is
     # sent for the server's own base model, learnt once from /v1/models.
     def _body(self, body: dict[str, Any]) -> bytes:
         names = self._names
-        if self._lora is None and self.model is None and names is not None:
+        if self.loras.name is None and self.model is None and names is not None:
             body = names.route(body)
         return super()._body(body)
 
@@ -285,35 +307,27 @@ class VLLMEngine(OpenAIEngine):
         logger.info("vLLM at %s serves %s; calls for other model names go to %r", self.base_urls[0],
                     sorted(self._names.names), self._names.base)
 
-    def _check_current(self, replica: int) -> None:
-        """A replica that missed the last LoRA load serves old weights: refuse to use it
-        (503: the gateway takes it out, and its :meth:`probe` loads the LoRA)."""
-        if replica % self.n_replicas in self._stale:
-            raise EngineError(503, f"the vLLM server at {self.base_urls[replica % self.n_replicas]} missed the "
-                                   f"load of LoRA {self._lora!r} (it was unreachable): it takes no calls until "
-                                   "a probe loads it")
-
     async def chat_completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
         await self._learn_names()
-        self._check_current(replica)
+        self.loras.check_current(replica)
         return await super().chat_completions(body, replica=replica)
 
     async def completions(self, body: dict[str, Any], *, replica: int = 0) -> dict[str, Any]:
         await self._learn_names()
-        self._check_current(replica)
+        self.loras.check_current(replica)
         return await super().completions(body, replica=replica)
 
     async def stream_chat_completions(self, body: dict[str, Any], *, replica: int = 0,
                                       ) -> AsyncIterator[dict[str, Any]]:
         await self._learn_names()
-        self._check_current(replica)
+        self.loras.check_current(replica)
         async for chunk in super().stream_chat_completions(body, replica=replica):
             yield chunk
 
     async def stream_completions(self, body: dict[str, Any], *, replica: int = 0,
                                  ) -> AsyncIterator[dict[str, Any]]:
         await self._learn_names()
-        self._check_current(replica)
+        self.loras.check_current(replica)
         async for chunk in super().stream_completions(body, replica=replica):
             yield chunk
 
@@ -326,50 +340,13 @@ class VLLMEngine(OpenAIEngine):
         replica that cannot be reached (while others load it) is skipped and takes no calls
         until :meth:`probe` finds it back and loads the LoRA there.
         """
-        if update.state_dict is not None or update.lora is not None:
-            raise EngineError(
-                501,
-                "the vllm engine loads LoRAs from a directory vLLM can read: save the LoRA with "
-                "peft_model.save_pretrained(<shared path>) and pass lora_path=<shared path>; sending tensors "
-                "(state_dict=/lora=) and full-weight sync to vLLM (NCCL) are not implemented",
-            )
-        if not update.lora_path:
-            raise ValueError("VLLMEngine.update_weights needs lora_path=<a peft LoRA directory vLLM can read>")
-        return await self._on_own_loop(self._load_lora(str(update.lora_path), version))
+        path = lora_directory(update, self.name, "vLLM", "NCCL")
+        return await self._on_own_loop(self._load_lora(path, version))
 
     async def _load_lora(self, path: str, version: int | None) -> int:
         new_version = version if version is not None else (self._policy_version or 0) + 1
-        self._loads += 1
-        name = f"{self.lora_prefix}-v{new_version}"
-        if name == self._lora:  # the same version again: vLLM refuses a name it already has
-            name = f"{name}.{self._loads}"
-        loaded: list[int] = []
-        missed: list[tuple[int, EngineError]] = []
-        try:
-            for replica in range(self.n_replicas):
-                try:
-                    await self._lora_call(replica, "/load_lora_adapter", {"lora_name": name, "lora_path": path})
-                except EngineError as err:
-                    if not err.replica_down:
-                        raise
-                    missed.append((replica, err))
-                    continue
-                loaded.append(replica)
-            if not loaded:
-                raise missed[0][1]
-        except BaseException:
-            for replica in loaded:  # the reachable replicas serve the same weights, or none changes
-                await self._unload(replica, name)
-            raise
-        for replica, missed_err in missed:
-            logger.warning("vLLM replica %s missed LoRA %r (%s): it takes no calls until it answers again",
-                           self.base_urls[replica], name, missed_err.message)
-        old, self._lora, self._lora_path = self._lora, name, path
-        self._stale = {r for r, _ in missed}
+        await self.loras.load(path, new_version)
         self._policy_version = new_version
-        if old is not None:
-            for replica in loaded:
-                await self._unload(replica, old)
         return new_version
 
     async def probe(self, replica: int) -> None:
@@ -379,24 +356,20 @@ class VLLMEngine(OpenAIEngine):
 
     async def _probe(self, replica: int) -> None:
         listed = {m.get("id") for m in (await self._models(replica)).get("data") or () if isinstance(m, dict)}
-        if self._lora is not None and self._lora_path is not None and self._lora not in listed:
-            body = {"lora_name": self._lora, "lora_path": self._lora_path}
-            await self._lora_call(replica, "/load_lora_adapter", body)
-        self._stale.discard(replica)
+        name, path = self.loras.name, self.loras.path
+        if name is not None and path is not None and name not in listed:
+            await self.load_lora(replica, name, path)
+        self.loras.restored(replica)
 
-    async def _unload(self, replica: int, name: str) -> None:
-        try:
-            await self._lora_call(replica, "/unload_lora_adapter", {"lora_name": name})
-        except EngineError as exc:  # a leftover LoRA costs memory, not correctness
-            logger.warning("could not unload LoRA %r from %s: %s", name, self.base_urls[replica], exc.message)
+    async def load_lora(self, replica: int, name: str, path: str) -> None:
+        await self._lora_call(replica, "/load_lora_adapter", {"lora_name": name, "lora_path": path})
+
+    async def unload_lora(self, replica: int, name: str) -> None:
+        await self._lora_call(replica, "/unload_lora_adapter", {"lora_name": name})
 
     async def _lora_call(self, replica: int, path: str, body: dict[str, Any]) -> None:
-        session, base = self._client(replica)
-        try:
-            async with session.post(base + path, data=orjson.dumps(body)) as resp:
-                status, content = resp.status, await resp.read()
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            raise EngineError(502, f"could not reach the vLLM server at {base}: {exc!r}") from exc
+        status, content = await self._send(replica, path, body)
+        base = self.where(replica)
         if status == 404 and content.replace(b" ", b"") == b'{"detail":"NotFound"}':  # FastAPI: no such route
             raise EngineError(
                 501,

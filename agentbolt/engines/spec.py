@@ -8,6 +8,7 @@ pydantic data); ``spec.build()`` makes the engine there. A gateway's description
 ::
 
     EngineSpec(kind="vllm", url="http://127.0.0.1:8000/v1", model="Qwen/Qwen2.5-1.5B-Instruct")
+    EngineSpec(kind="sglang", url="http://127.0.0.1:30000", tokenizer="Qwen/Qwen2.5-1.5B-Instruct")
     EngineSpec(kind="transformers", path="smollm2")
 """
 
@@ -27,7 +28,8 @@ SMOLLM2 = "smollm2"
 """``EngineSpec(kind="transformers", path="smollm2")``: the offline SmolLM2-135M-Instruct
 (:func:`agentbolt.models.smollm2`, converted once and cached)."""
 
-EngineKind = Literal["openai", "vllm", "transformers"]
+EngineKind = Literal["openai", "vllm", "sglang", "transformers"]
+_SERVERS = ("openai", "vllm", "sglang")  # the kinds that forward to a server at url
 
 
 class EngineSpec(BaseModel):
@@ -38,6 +40,10 @@ class EngineSpec(BaseModel):
       ``url`` is the base URL with ``/v1``; a list makes several replicas. ``model``
       replaces whatever model name the program sends; ``api_key`` is sent as a bearer
       token; ``timeout`` is per call (s).
+    * ``kind="sglang"`` — SGLang's server on its native ``/generate`` route (token ids and
+      logprobs; LoRAs at runtime): ``url`` is the server's root (``http://host:30000``;
+      a list makes replicas) and ``tokenizer`` is required (the gateway renders chats
+      and sends token ids). Tested against a fake server only.
     * ``kind="transformers"`` — agentbolt's in-process engine over the Hugging Face model
       directory ``path`` (or ``"smollm2"``: the offline SmolLM2-135M-Instruct), with
       ``max_batch_size``, ``batch_window_ms``, ``num_threads``, ``device`` (``"cpu"``,
@@ -47,13 +53,13 @@ class EngineSpec(BaseModel):
       room the context leaves after the prompt — an agent such as Codex sends no limit,
       and a fixed cut ends its episodes as ``incomplete``). ``context_length``: the
       context window in tokens — transformers: at most the model's
-      ``max_position_embeddings`` (the default); vllm (with ``tokenizer``): the server's
-      ``--max-model-len``. A prompt that leaves no room in it is a 400 in the API's own
+      ``max_position_embeddings`` (the default); vllm (with ``tokenizer``), sglang: the
+      server's ``--max-model-len`` / ``--context-length``. A prompt that leaves no room in it is a 400 in the API's own
       error shape (``context_length_exceeded``), recorded on the call's span.
     * ``tool_parser``: how the model writes tool calls (``hermes``, ``llama3_json``,
-      ``xlam``; default: read from the chat template). ``tokenizer`` (vLLM only): the
+      ``xlam``; default: read from the chat template). ``tokenizer`` (vllm, sglang): the
       served model's tokenizer directory or Hub name — the gateway then templates chats
-      itself and sends token ids to vLLM's completions route (token-exact history).
+      itself and sends token ids to the engine (token-exact history).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -76,22 +82,28 @@ class EngineSpec(BaseModel):
 
     @model_validator(mode="after")
     def _complete(self) -> EngineSpec:
-        if self.kind in ("openai", "vllm"):
+        if self.kind in _SERVERS:
             if not self.url:
+                example = "http://127.0.0.1:30000" if self.kind == "sglang" else "http://127.0.0.1:8000/v1"
                 raise ValueError(
-                    f"a {self.kind} engine needs the URL of its server, e.g. url='http://127.0.0.1:8000/v1' "
+                    f"a {self.kind} engine needs the URL of its server, e.g. url='{example}' "
                     "(--engine-url on the command line)"
                 )
             if self.path is not None:
                 raise ValueError(f"path is for the transformers engine; a {self.kind} engine takes url= (and model=)")
             if self.kind == "openai" and (self.tokenizer or self.tool_parser):
                 raise ValueError("an openai engine answers chat itself: tokenizer= and tool_parser= are for the "
-                                 "vllm and transformers engines")
+                                 "vllm, sglang and transformers engines")
+            if self.kind == "sglang" and not self.tokenizer:
+                raise ValueError("a sglang engine needs the served model's tokenizer, e.g. "
+                                 "tokenizer='Qwen/Qwen2.5-1.5B-Instruct' (--tokenizer): its /generate route takes "
+                                 "token ids, and the gateway renders chats with it")
             if self.context_length is not None and not self.tokenizer:
                 raise ValueError(f"context_length= needs the gateway to count prompt tokens: give the {self.kind} "
                                  "engine tokenizer= (vllm), or leave the context to the engine's server")
         elif self.tokenizer is not None:
-            raise ValueError("tokenizer= is for the vllm engine; the transformers engine uses its model's own")
+            raise ValueError("tokenizer= is for the vllm and sglang engines; the transformers engine uses its model's "
+                             "own")
         elif not self.path:
             raise ValueError(
                 "the transformers engine needs a model: path='/dir/of/a/hf/model' or path='smollm2' "
@@ -105,6 +117,13 @@ class EngineSpec(BaseModel):
         Raises :class:`agentbolt.models.MissingModelError` when torch, transformers or
         the SmolLM2 package is missing, saying what to install.
         """
+        if self.kind == "sglang":
+            from agentbolt.engines.sglang_engine import SGLangEngine
+
+            assert self.url is not None
+            return SGLangEngine(self.url, tokenizer=self.tokenizer, tool_parser=self.tool_parser,
+                                context_length=self.context_length, api_key=self.api_key, model=self.model,
+                                timeout=self.timeout, max_tokens=self.max_tokens)
         if self.kind in ("openai", "vllm"):
             from agentbolt.engines.http_engines import OpenAIEngine, VLLMEngine
 
@@ -125,7 +144,8 @@ class EngineSpec(BaseModel):
             raise MissingModelError(
                 f"the transformers engine needs {' and '.join(missing)}: run `pip install torch` "
                 "(the CPU build: `pip install torch --index-url https://download.pytorch.org/whl/cpu`) and "
-                "`pip install 'agentbolt[torch]'`; or use an engine server instead (kind='vllm' or 'openai' with a url)"
+                "`pip install 'agentbolt[torch]'`; or use an engine server instead (kind='vllm', 'sglang' or "
+                "'openai' with a url)"
             )
         import torch
 

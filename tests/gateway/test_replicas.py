@@ -1,8 +1,9 @@
-"""Three vLLM replicas (fakes of vLLM's server, real HTTP) behind one gateway: a rollout's
-calls all go to one replica, new rollouts go where the load is lowest, a replica killed
-mid-run is taken out (the call that hit it fails as a retryable infrastructure failure, the
-run goes on with the other two, a probe brings it back with the LoRA served now), and a
-weight swap drains the calls in flight on all three before any replica loads the LoRA."""
+"""Three engine replicas (fakes of vLLM's and of SGLang's servers, real HTTP) behind one
+gateway, for each engine kind: a rollout's calls all go to one replica, new rollouts go
+where the load is lowest, a replica killed mid-run is taken out (the call that hit it fails
+as a retryable infrastructure failure, the run goes on with the other two, a probe brings it
+back with the LoRA served now), and a weight swap drains the calls in flight on all three
+before any replica loads the LoRA."""
 
 from __future__ import annotations
 
@@ -11,16 +12,19 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from starlette.requests import Request
+from fakes.sglang_server import FakeSGLang
 
 from agentbolt import semconv
-from agentbolt.engines import VLLMEngine
+from agentbolt.engines import Engine, SGLangEngine, VLLMEngine
 from agentbolt.gateway import Gateway, GatewayConfig
 from agentbolt.runner.harness.calls import gateway_calls
 from agentbolt.server.testing import serve_app_in_thread, serve_in_thread
@@ -32,60 +36,99 @@ from gateway.vllm_fake import BASE_MODEL, FakeVLLM
 MESSAGES = [{"role": "user", "content": "2+2?"}]
 
 
-class HeldVLLM(FakeVLLM):
-    """A fake vLLM whose chat calls wait while ``gate`` is closed; ``active`` counts the
-    calls inside it, ``events`` (shared by the replicas) records chat ends and LoRA loads."""
+@cache
+def _tokenizer() -> Any:
+    from agentbolt.models import byte_tokenizer
 
-    def __init__(self, index: int, events: list[tuple[str, int]]) -> None:
-        super().__init__()
+    return byte_tokenizer()
+
+
+@dataclass(frozen=True)
+class Kind:
+    """An engine kind under test: its fake server, the routes a chat call and a LoRA load
+    reach there, the engine over the replicas' URLs, and the LoRA a call was sent for."""
+
+    name: str
+    fake: Callable[[], Any]
+    call_route: str
+    load_route: str
+    engine: Callable[[list[str]], Engine]
+    lora_of: Callable[[dict[str, Any]], str | None]
+
+
+KINDS = [
+    pytest.param(Kind("vllm", FakeVLLM, "/v1/chat/completions", "/v1/load_lora_adapter",
+                      lambda urls: VLLMEngine([u + "/v1" for u in urls], model=BASE_MODEL, policy_version=0),
+                      lambda body: body["model"]), id="vllm"),
+    pytest.param(Kind("sglang", lambda: FakeSGLang(_tokenizer()), "/generate", "/load_lora_adapter",
+                      lambda urls: SGLangEngine(urls, tokenizer=_tokenizer(), policy_version=0),
+                      lambda body: body.get("lora_path")), id="sglang",
+                 marks=pytest.mark.skipif(find_spec("transformers") is None, reason="the sglang engine's tokenizer")),
+]
+
+
+class Held:
+    """A replica's server: the kind's fake, whose chat calls wait while ``gate`` is closed;
+    ``active`` counts the calls inside it, ``events`` (shared by the replicas) records
+    chat ends and LoRA loads."""
+
+    def __init__(self, kind: Kind, index: int, events: list[tuple[str, int]]) -> None:
+        self.kind = kind
+        self.fake = kind.fake()
         self.index = index
         self.events = events
         self.gate = threading.Event()
         self.gate.set()
         self.active = 0
 
-    async def chat(self, request: Request) -> Any:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path") if scope["type"] == "http" else None
+        if path == self.kind.load_route:
+            self.events.append(("load", self.index))
+        if path != self.kind.call_route:
+            return await self.fake.app(scope, receive, send)
         self.active += 1
         try:
             while not self.gate.is_set():
                 await asyncio.sleep(0.005)
-            return await super().chat(request)
+            await self.fake.app(scope, receive, send)
         finally:
             self.active -= 1
             self.events.append(("chat", self.index))
 
-    async def load_lora(self, request: Request) -> Any:
-        self.events.append(("load", self.index))
-        return await super().load_lora(request)
-
 
 class Cluster:
     """Three replicas, each on its own server that :meth:`kill` stops and :meth:`restart`
-    starts again on the same port (a fresh vLLM: no LoRA loaded)."""
+    starts again on the same port (a fresh server: no LoRA loaded)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: Kind) -> None:
+        self.kind = kind
         self.events: list[tuple[str, int]] = []
-        self.fakes = [HeldVLLM(i, self.events) for i in range(3)]
-        self.stacks = [contextlib.ExitStack() for _ in self.fakes]
-        self.urls = [s.enter_context(serve_app_in_thread(f.app)) for s, f in zip(self.stacks, self.fakes, strict=True)]
+        self.replicas = [Held(kind, i, self.events) for i in range(3)]
+        self.stacks = [contextlib.ExitStack() for _ in self.replicas]
+        self.urls = [s.enter_context(serve_app_in_thread(r)) for s, r in zip(self.stacks, self.replicas, strict=True)]
+
+    @property
+    def fakes(self) -> list[Any]:
+        return [r.fake for r in self.replicas]
 
     def kill(self, i: int) -> None:
         self.stacks[i].close()
 
     def restart(self, i: int) -> None:
-        self.fakes[i] = HeldVLLM(i, self.events)
+        self.replicas[i] = Held(self.kind, i, self.events)
         port = int(self.urls[i].rsplit(":", 1)[1])
         self.stacks[i] = contextlib.ExitStack()
-        self.stacks[i].enter_context(serve_app_in_thread(self.fakes[i].app, port=port))
+        self.stacks[i].enter_context(serve_app_in_thread(self.replicas[i], port=port))
 
     def close(self) -> None:
         for stack in self.stacks:
             stack.close()
 
 
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    c = Cluster()
+@pytest.fixture(params=KINDS)
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    c = Cluster(request.param)
     yield c
     c.close()
 
@@ -97,7 +140,7 @@ def config() -> GatewayConfig:
 
 @pytest.fixture
 def world(cluster: Cluster, config: GatewayConfig) -> Iterator[GatewayWorld]:
-    engine = VLLMEngine([u + "/v1" for u in cluster.urls], model=BASE_MODEL, policy_version=0)
+    engine = cluster.kind.engine(cluster.urls)
     gateway = Gateway(engine, config)
     with serve_in_thread(MemoryStore(), admin_token=ADMIN, gateway=gateway) as url:
         w = GatewayWorld(url, engine, gateway)
@@ -143,10 +186,10 @@ def test_a_rollouts_calls_all_go_to_one_replica_and_new_rollouts_go_where_the_lo
     world: GatewayWorld, cluster: Cluster
 ) -> None:
     a, b = world.claim(), world.claim()
-    cluster.fakes[0].gate.clear()
+    cluster.replicas[0].gate.clear()
     held_a: list[httpx.Response] = []
     thread_a = in_background(world, a, held_a)  # a's first call: replica 0, and held there
-    wait_for(lambda: cluster.fakes[0].active == 1, "a's call on replica 0")
+    wait_for(lambda: cluster.replicas[0].active == 1, "a's call on replica 0")
     assert ask(world, b).status_code == 200  # replica 1 (0 is busy)
     c, d = world.claim(), world.claim()
     assert ask(world, c).status_code == 200  # replica 2: 1 and 2 are idle, 1 has a rollout pinned
@@ -154,7 +197,7 @@ def test_a_rollouts_calls_all_go_to_one_replica_and_new_rollouts_go_where_the_lo
     s = states(world)
     assert [r["in_flight"] for r in s] == [1, 0, 0] and [r["pinned"] for r in s] == [1, 2, 1]
     assert all(r["healthy"] for r in s)
-    cluster.fakes[0].gate.set()
+    cluster.replicas[0].gate.set()
     thread_a.join(10)
     assert held_a[0].status_code == 200
     for attempt in (a, b, c, d):  # later calls stay on the rollout's replica (its prefix cache)
@@ -213,7 +256,7 @@ def test_after_its_cool_down_a_replica_that_answers_again_is_probed_back_with_th
     assert [ask(world, x).status_code for x in attempts] == [200] * 3
     cluster.kill(2)
     assert ask(world, attempts[2]).status_code == 502
-    cluster.restart(2)  # a fresh vLLM: the LoRA is not loaded there
+    cluster.restart(2)  # a fresh server: the LoRA is not loaded there
     time.sleep(0.3)
     assert ask(world, world.claim()).status_code == 200  # this call starts the probe of replica 2
     wait_for(lambda: states(world)[2]["healthy"], "replica 2 probed back")
@@ -221,7 +264,7 @@ def test_after_its_cool_down_a_replica_that_answers_again_is_probed_back_with_th
     e = world.claim()
     assert ask(world, e).status_code == 200
     assert replica_of(world, e, 1) == [2]
-    assert cluster.fakes[2].seen[-1]["model"] == "agentbolt-lora-v1"
+    assert cluster.kind.lora_of(cluster.fakes[2].seen[-1]) == "agentbolt-lora-v1"
 
 
 def test_a_weight_swap_drains_the_calls_in_flight_on_all_three_replicas(
@@ -229,11 +272,11 @@ def test_a_weight_swap_drains_the_calls_in_flight_on_all_three_replicas(
 ) -> None:
     attempts = [world.claim() for _ in range(3)]
     assert [ask(world, x).status_code for x in attempts] == [200] * 3  # pinned to 0, 1, 2
-    for fake in cluster.fakes:
-        fake.gate.clear()
+    for replica in cluster.replicas:
+        replica.gate.clear()
     answers: list[httpx.Response] = []
     threads = [in_background(world, x, answers) for x in attempts]
-    wait_for(lambda: all(f.active == 1 for f in cluster.fakes), "a call in flight on each replica")
+    wait_for(lambda: all(r.active == 1 for r in cluster.replicas), "a call in flight on each replica")
     assert world.admin.get("/v1/gateway/status").json()["in_flight"] == 3
     swapped: list[httpx.Response] = []
     swap = threading.Thread(target=lambda: swapped.append(
@@ -244,8 +287,8 @@ def test_a_weight_swap_drains_the_calls_in_flight_on_all_three_replicas(
     assert not swapped and not any(f.lora_calls for f in cluster.fakes)  # waiting for the calls in flight
     refused = ask(world, world.claim())
     assert refused.status_code == 429  # nothing starts during the swap
-    for fake in cluster.fakes:
-        fake.gate.set()
+    for replica in cluster.replicas:
+        replica.gate.set()
     for t in (*threads, swap):
         t.join(10)
     assert [x.status_code for x in answers] == [200] * 3
@@ -257,7 +300,7 @@ def test_a_weight_swap_drains_the_calls_in_flight_on_all_three_replicas(
     assert all(kind == "load" for kind, _ in cluster.events[first_load:])  # no call ran during the swap
     for x in attempts:
         assert ask(world, x).status_code == 200
-    assert [f.seen[-1]["model"] for f in cluster.fakes] == ["agentbolt-lora-v1"] * 3
+    assert [cluster.kind.lora_of(f.seen[-1]) for f in cluster.fakes] == ["agentbolt-lora-v1"] * 3
 
 
 def test_a_streaming_call_on_a_killed_replica_fails_before_its_first_chunk_and_takes_the_replica_out(

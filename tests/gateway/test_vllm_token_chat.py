@@ -116,7 +116,7 @@ def test_vllm_with_a_tokenizer_gets_token_ids_and_the_gateway_parses_calls(vworl
 
 
 def test_the_openai_engine_refuses_a_tokenizer() -> None:
-    with pytest.raises(ValueError, match="vllm and transformers"):
+    with pytest.raises(ValueError, match="vllm, sglang and transformers"):
         EngineSpec(kind="openai", url="http://x/v1", tokenizer="smollm2")
 
 
@@ -127,5 +127,5 @@ def test_the_command_line_passes_the_tool_parser_and_tokenizer() -> None:
                          tool_parser="hermes", tokenizer="Qwen/Qwen2.5-0.5B-Instruct")
     assert spec is not None and spec.engine.tool_parser == "hermes"
     assert spec.engine.tokenizer == "Qwen/Qwen2.5-0.5B-Instruct"
-    with pytest.raises(ValueError, match="vllm engine"):
+    with pytest.raises(ValueError, match="vllm and sglang engines"):
         EngineSpec(kind="transformers", path="smollm2", tokenizer="x")
