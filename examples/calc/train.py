@@ -50,10 +50,12 @@ from _common import (  # noqa: E402
     plot_curve,
     run_main,
 )
+from _common.cluster import cluster_trainer, overridden  # noqa: E402
+from _common.settings import load_config  # noqa: E402
 from task import MAX_TOKENS, calc_agent, heldout_set, train_set  # noqa: E402
 
 import agentbolt  # noqa: E402
-from agentbolt.algorithms import GRPO, GRPOConfig, GRPOResult  # noqa: E402
+from agentbolt.algorithms import GRPO, GRPOResult  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     config = p.parse_known_args(argv)[0].config
     if config is not None and not Path(config).is_file():
         p.error(f"--config {config}: no such file (examples/calc/cpu.yaml and cluster.yaml are the recipe's)")
-    settings = load_config(config)
+    settings = load_config(Path(config), HERE / "cpu.yaml") if config is not None else {}
     cluster = settings.pop("cluster", None)
     unknown = sorted(set(settings) - set(vars(p.parse_args([]))))
     if unknown:
@@ -77,45 +79,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def load_config(path: str | None) -> dict[str, Any]:
-    """The YAML file's settings (none without ``--config``)."""
-    if path is None:
-        return {}
-    import yaml
-
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    if not isinstance(data, dict):
-        raise SystemExit(f"{path}: expected a mapping of settings, got {type(data).__name__}")
-    return data
-
-
 def build_trainer(args: argparse.Namespace, run_dir: Path) -> agentbolt.Trainer:
     """GRPO with the engine in this process (updates hot-swapped into it), or as the
     config's ``cluster`` section says."""
     config = grpo_config(args, run_dir, schedule=args.schedule, micro_batch_tokens=2048)
     if args.cluster is None:
         return in_process_trainer(GRPO(config), args, run_dir)
-    return cluster_trainer(config, args, run_dir)
-
-
-def cluster_trainer(config: GRPOConfig, args: argparse.Namespace, run_dir: Path) -> agentbolt.Trainer:
-    """The ``cluster`` section: ``policy_model`` trained in this process (every rank, under
-    torchrun), the ``engine`` (an EngineSpec: vLLM replicas) behind the gateway of the
-    server started on ``host``:``port`` over ``store``, runners started elsewhere; ``grpo``
-    overrides GRPOConfig fields (``dtype``, ``sharding``, ``lora_dir``...)."""
-    from agentbolt.engines import EngineSpec
-    from agentbolt.execution import ExternalStrategy
-    from agentbolt.gateway import GatewayConfig, GatewaySpec
-
-    c = dict(args.cluster)
-    config = GRPOConfig.model_validate({**config.model_dump(), **c.get("grpo", {})})
-    gateway = GatewaySpec(engine=EngineSpec(**c["engine"]), config=GatewayConfig(**c.get("gateway", {})))
-    return agentbolt.Trainer(
-        algorithm=GRPO(config, model=c["policy_model"]), store=c.get("store"), gateway=gateway,
-        strategy=ExternalStrategy(host=c.get("host", "0.0.0.0"), port=c.get("port", 4747), run_dir=str(run_dir)),
-        runner=agentbolt.Runner(concurrency=c.get("runner_concurrency", 16)),
-        resources={"llm": agentbolt.gateway_llm(max_tokens=args.max_tokens)},
-    )
+    # the cluster section: policy_model trained here (every rank, under torchrun), the engine's
+    # replicas behind the gateway of the server this process starts, runners started elsewhere
+    cluster = dict(args.cluster)
+    return cluster_trainer(GRPO(overridden(config, cluster, "grpo"), model=cluster["policy_model"]), cluster, run_dir,
+                           resources={"llm": agentbolt.gateway_llm(max_tokens=args.max_tokens)})
 
 
 def summary(result: GRPOResult, wall: float) -> dict[str, Any]:

@@ -5,6 +5,12 @@ shares, the harness, tasks, settings) and returns a :class:`Stage`: the held-out
 rate (per kind of task too) and wall time. The gateway is built once, so the SFT LoRA
 the engine serves is the policy GRPO starts from. Every held-out evaluation is greedy,
 on the same held-out tasks; the teacher never sees them.
+
+With a ``cluster`` section in the settings (``cluster.yaml``), each stage's trainer is
+``_common.cluster``'s: the server it starts (store on PostgreSQL, the gateway in front of
+the engine servers) and runners started elsewhere; ``cluster.sft`` / ``cluster.grpo``
+override the algorithms' config fields. There GRPO starts from ``policy_model``, not from SFT's
+LoRA: engine servers apply each LoRA to the model they were started with.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _common.cluster import cluster_trainer, overridden
 from teacher import MODEL as TEACHER_MODEL
 from teacher import serve_teacher
 
@@ -23,7 +30,7 @@ from agentbolt.algorithms import GRPO, SFT, Evaluate, GRPOConfig, LoraSettings, 
 from agentbolt.algorithms.evaluate import EvaluationResult
 from agentbolt.engines import EngineSpec
 
-__all__ = ["Run", "Stage", "grpo", "save", "sft", "untrained"]
+__all__ = ["Run", "Stage", "grpo", "grpo_config", "save", "sft", "sft_config", "untrained"]
 
 
 @dataclass
@@ -38,7 +45,14 @@ class Run:
     train: list[dict[str, Any]]
     heldout: list[dict[str, Any]]
 
+    @property
+    def cluster(self) -> dict[str, Any] | None:
+        """The ``cluster`` section of the settings (None: everything in this process)."""
+        return self.settings.get("cluster")
+
     def trainer(self, algorithm: Any, gateway: Any = None) -> agentbolt.Trainer:
+        if self.cluster is not None:
+            return cluster_trainer(algorithm, self.cluster, self.run_dir, gateway=gateway or self.gateway)
         return agentbolt.Trainer(algorithm=algorithm, n_runners=1,
                                  runner=agentbolt.Runner(concurrency=self.settings["concurrency"]),
                                  store=self.store, gateway=gateway or self.gateway)
@@ -99,18 +113,25 @@ def record_teacher(run: Run) -> tuple[list[str], dict[str, Any]]:
                                                       "teacher_episodes": recorded.n_total}
 
 
-def sft(run: Run) -> Stage:
-    """SFT of the served model on the teacher's episodes (LoRA); the LoRA stays in the engine."""
+def sft_config(run: Run) -> SFTConfig:
+    """SFT as the settings say (and ``cluster.sft``)."""
     s = run.settings
-    t0 = time.perf_counter()
-    teacher_ids, teacher = record_teacher(run)
-    t_teacher = time.perf_counter() - t0
     config = SFTConfig(min_reward=1.0, epochs=s["sft_epochs"], learning_rate=s["sft_lr"],
                        batch_size=s["sft_batch_size"], lora=LoraSettings(r=s["lora_r"], alpha=2 * s["lora_r"]),
                        micro_batch_tokens=s["micro_batch_tokens"], max_seq_len=4096, warmup_ratio=0.1,
                        gradient_checkpointing=s.get("gradient_checkpointing", False),
                        run_dir=str(run.run_dir / "sft"), seed=s["seed"], eval_before=False, resume=False,
                        progress=s["progress"])
+    return config if run.cluster is None else overridden(config, run.cluster, "sft")
+
+
+def sft(run: Run) -> Stage:
+    """SFT of the served model on the teacher's episodes (LoRA); the LoRA stays in the engine."""
+    s = run.settings
+    t0 = time.perf_counter()
+    teacher_ids, teacher = record_teacher(run)
+    t_teacher = time.perf_counter() - t0
+    config = sft_config(run)
     result = run.trainer(SFT(config, rollouts=teacher_ids, model=s.get("policy_model"))).fit(
         run.harness, run.train, run.heldout)
     train_s = sum(h.get("time/update_s") or 0.0 for h in result.history)
@@ -122,10 +143,9 @@ def sft(run: Run) -> Stage:
                    loss=[first.get("train/first_epoch_loss"), first.get("train/loss")], **_calls(result.after))
 
 
-def grpo(run: Run) -> Stage:
-    """GRPO on the training tasks, starting from whatever the engine serves (SFT's LoRA)."""
+def grpo_config(run: Run) -> GRPOConfig:
+    """GRPO as the settings say (and ``cluster.grpo``)."""
     s = run.settings
-    t0 = time.perf_counter()
     config = GRPOConfig(
         max_steps=s["grpo_steps"], time_budget_s=s["grpo_minutes"] * 60, tasks_per_step=s["tasks_per_step"],
         group_size=s["group_size"], learning_rate=s["grpo_lr"], lora=LoraSettings(r=s["lora_r"], alpha=2 * s["lora_r"]),
@@ -133,6 +153,14 @@ def grpo(run: Run) -> Stage:
         run_dir=str(run.run_dir / "grpo"), seed=s["seed"],
         checkpoint_every=0, eval_before=False, eval_every=0, resume=False, progress=s["progress"],
     )
+    return config if run.cluster is None else overridden(config, run.cluster, "grpo")
+
+
+def grpo(run: Run) -> Stage:
+    """GRPO on the training tasks, starting from whatever the engine serves (SFT's LoRA)."""
+    s = run.settings
+    t0 = time.perf_counter()
+    config = grpo_config(run)
     result = run.trainer(GRPO(config, model=s.get("policy_model"))).fit(run.harness, run.train, run.heldout)
     steps = [{"step": i, **{k: h.get(k) for k in STEP_KEYS}} for i, h in enumerate(result.history, start=1)]
     return _scored("SFT+GRPO", result.after, time.perf_counter() - t0, steps=steps, **_calls(result.after))

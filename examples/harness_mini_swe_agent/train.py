@@ -4,6 +4,7 @@
     python examples/harness_mini_swe_agent/train.py            # SmolLM2-135M on this CPU (cpu.yaml)
     python examples/harness_mini_swe_agent/train.py --smoke    # every stage, tiny (CI)
     python examples/harness_mini_swe_agent/train.py --config examples/harness_mini_swe_agent/gpu.yaml  # untested
+    python examples/harness_mini_swe_agent/train.py --config examples/harness_mini_swe_agent/cluster.yaml  # untested
 
 The agent is mini-SWE-agent 2.4.6 as installed from PyPI, run per rollout through its
 harness profile (``Harness.for_("mini-swe-agent", ...)``: its own config in a fresh HOME,
@@ -24,6 +25,13 @@ Everything runs in this process (the engine behind one gateway every stage share
 store, the runner); each mini-SWE-agent is a sandboxed child process. Settings come from a
 YAML file (``--config``, default ``cpu.yaml`` next to this file), then from the flags.
 The table goes to ``--run-dir``/ladder.md and ladder.json.
+
+``cluster.yaml`` is the same ladder at cluster scale: its ``cluster`` section names the
+policy trained in this process, the engine servers (SGLang or vLLM replicas) behind the
+gateway of the server each stage starts on a PostgreSQL store, and the runners started
+elsewhere (``agentbolt runner --agent .../cluster_runner.py:harness``) that run
+mini-SWE-agent in their sandboxes on the task repos under ``run_dir`` (a shared file
+system). See docs/scale-out.md.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]  # repo_tasks.py, stages.py, teache
 
 import stages  # noqa: E402
 from _common import pct  # noqa: E402
+from _common.cluster import cluster_gateway  # noqa: E402
 from _common.settings import load_config  # noqa: E402
 from repo_tasks import make_tasks  # noqa: E402
 
@@ -76,6 +85,9 @@ def parse_args(argv: list[str] | None = None) -> dict[str, Any]:
         settings.update(SMOKE)
     settings["smoke"] = args.smoke
     settings["progress"] = not args.quiet
+    if (cluster := settings.get("cluster")) is not None:  # the model is the cluster's; cpu.yaml's keys stay
+        settings["policy_model"] = cluster["policy_model"]
+        settings["served_model"] = cluster.get("served_model", cluster["policy_model"])
     raw = settings.get("stages", STAGES)
     settings["stages"] = [s.strip() for s in (raw.split(",") if isinstance(raw, str) else raw) if s.strip()]
     if unknown := [s for s in settings["stages"] if s not in STAGES]:
@@ -84,10 +96,15 @@ def parse_args(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def build_gateway(settings: dict[str, Any]) -> Any:
-    """The one gateway (and engine) every stage uses, built from ``settings["engine"]``."""
+    """The one gateway (and engine) every stage uses, built from ``settings["engine"]``;
+    with a ``cluster`` section, the description of the gateway (in front of its engine
+    servers) that each stage's server holds."""
     from agentbolt.engines import EngineSpec
     from agentbolt.gateway import Gateway, GatewayConfig
 
+    greedy = {"temperature": 0.0}  # every evaluation is greedy; GRPO sets its training calls to T=1 itself
+    if settings.get("cluster") is not None:
+        return cluster_gateway(settings["cluster"], sampling={"val": dict(greedy), "test": dict(greedy)})
     engine = dict(settings["engine"])
     if settings.get("threads"):
         engine["num_threads"] = settings["threads"]
@@ -98,7 +115,6 @@ def build_gateway(settings: dict[str, Any]) -> Any:
         torch.manual_seed(settings["seed"])
         if spec.device == "cpu" and spec.num_threads:
             torch.set_num_threads(spec.num_threads)  # the updates in this process, like the engine
-    greedy = {"temperature": 0.0}  # every evaluation is greedy; GRPO sets its training calls to T=1 itself
     return Gateway(spec.build(), GatewayConfig(sampling={"val": dict(greedy), "test": dict(greedy)}))
 
 
@@ -110,6 +126,15 @@ def make_harness(settings: dict[str, Any]) -> Harness:
         task="{problem}", model=settings["served_model"], evaluator=EVALUATOR, timeout=600,
         concurrency=settings["concurrency"], sandbox=sandbox,
     )
+
+
+def make_run(settings: dict[str, Any], run_dir: Path, train: list[dict[str, Any]],
+             heldout: list[dict[str, Any]]) -> stages.Run:
+    """What every stage shares: the store (SQLite in ``run_dir``, or the cluster's), the
+    gateway, the harness and the tasks."""
+    cluster = settings.get("cluster")
+    store = cluster["store"] if cluster is not None else f"sqlite:///{run_dir / 'store.db'}"
+    return stages.Run(settings, run_dir, store, build_gateway(settings), make_harness(settings), train, heldout)
 
 
 def table(results: list[stages.Stage]) -> str:
@@ -138,8 +163,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     tasks = run_dir / "tasks"
     train = make_tasks(tasks, settings["train_size"], settings["seed"], "train")
     heldout = make_tasks(tasks, settings["val_size"], settings["seed"], "heldout")
-    run = stages.Run(settings, run_dir, f"sqlite:///{run_dir / 'store.db'}", build_gateway(settings),
-                     make_harness(settings), train, heldout)
+    run = make_run(settings, run_dir, train, heldout)
     results: list[stages.Stage] = []
     for name in settings["stages"]:
         stage = getattr(stages, name)(run)
