@@ -11,7 +11,7 @@ engine samples must come from the weights the trainer holds, or the importance r
   not, GRPO recomputes π_old with the trainer (:mod:`agentbolt.algorithms.grpo.update`);
 * :class:`Publisher` — sends the weights in the format the engine takes: tensors to the
   transformers engine (here or in a server), a peft LoRA directory to engines that read
-  LoRAs from disk (vLLM's runtime LoRA route); then, for an engine that reports its
+  LoRAs from disk (vLLM's and SGLang's runtime LoRA routes); then, for an engine that reports its
   numerics (here or in a server), compares the engine's logprobs with the trainer's on a
   probe sequence: ``publish/max_abs_logprob_diff`` = max_t |log π_engine(y_t | y_<t) −
   log π_θ(y_t | y_<t)| over the engine's greedy continuation y of the probe, against a
@@ -206,8 +206,8 @@ class Publisher:
             return
         if "lora_path" in self.info.weight_formats and not self.policy.lora:
             raise ValueError(f"the {self.info.name} engine loads LoRAs only, and this policy trains every "
-                             "weight: train a LoRA (lora=LoraSettings(...)); full-weight sync to vLLM (NCCL) is "
-                             "not implemented")
+                             "weight: train a LoRA (lora=LoraSettings(...)); full-weight sync to a model server "
+                             "(vLLM, SGLang) is not implemented")
 
     async def publish(
         self, version: int | None, probe: Sequence[int] | None = None
