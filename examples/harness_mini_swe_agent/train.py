@@ -60,6 +60,9 @@ from agentbolt.runner.harness.profiles import MiniSweAgent  # noqa: E402
 STAGES = ("untrained", "sft", "grpo")
 DEFAULT_CONFIG = HERE / "cpu.yaml"
 EVALUATOR = [sys.executable, str(HERE / "grade.py")]
+RUNNER_AGENT = "examples/harness_mini_swe_agent/cluster_runner.py:harness"
+"""With a ``cluster`` section: what the runners load (``agentbolt runner --agent``, run from
+the repository root; each stage prints that command) — mini-SWE-agent runs there, not here."""
 SMOKE: dict[str, Any] = {"train_size": 3, "val_size": 2, "sft_epochs": 1, "grpo_steps": 1, "tasks_per_step": 2,
                          "group_size": 2, "concurrency": 4}
 
@@ -131,10 +134,13 @@ def make_harness(settings: dict[str, Any]) -> Harness:
 def make_run(settings: dict[str, Any], run_dir: Path, train: list[dict[str, Any]],
              heldout: list[dict[str, Any]]) -> stages.Run:
     """What every stage shares: the store (SQLite in ``run_dir``, or the cluster's), the
-    gateway, the harness and the tasks."""
+    gateway, the harness (on a cluster: the runners' reference to it) and the tasks."""
     cluster = settings.get("cluster")
-    store = cluster["store"] if cluster is not None else f"sqlite:///{run_dir / 'store.db'}"
-    return stages.Run(settings, run_dir, store, build_gateway(settings), make_harness(settings), train, heldout)
+    if cluster is None:
+        store, harness = f"sqlite:///{run_dir / 'store.db'}", make_harness(settings)
+    else:
+        store, harness = cluster["store"], RUNNER_AGENT
+    return stages.Run(settings, run_dir, store, build_gateway(settings), harness, train, heldout)
 
 
 def table(results: list[stages.Stage]) -> str:

@@ -8,9 +8,11 @@ cluster here.) In a subprocess: each train.py puts its directory on ``sys.path``
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -21,6 +23,7 @@ CALC, MINI = EXAMPLES / "calc", EXAMPLES / "harness_mini_swe_agent"
 CALC_PROBE = """
 import json, sys
 from pathlib import Path
+from typing import Any
 sys.path[:0] = [sys.argv[1]]
 import train
 out = {"defaults": vars(train.parse_args([])), "cpu": vars(train.parse_args(["--config", sys.argv[2]]))}
@@ -38,6 +41,7 @@ print(json.dumps(out, default=str))
 MINI_PROBE = """
 import json, os, sys
 from pathlib import Path
+from typing import Any
 sys.path[:0] = [sys.argv[1]]
 os.environ["AGENTBOLT_ADMIN_TOKEN"] = "one-token-for-every-stage"
 import train  # puts examples/ on sys.path, for stages' _common
@@ -47,8 +51,6 @@ run = train.make_run(settings, Path(sys.argv[3]), [], [])
 sft = run.trainer(stages.SFT(stages.sft_config(run), rollouts=["ro-1"], model=settings["policy_model"]))
 grpo = run.trainer(stages.GRPO(stages.grpo_config(run), model=settings["policy_model"]))
 s, g = sft.algorithm.config, grpo.algorithm.config
-import cluster_runner  # what `agentbolt runner --agent .../cluster_runner.py:harness` loads
-h = cluster_runner.harness
 out = {
     "strategies": [type(t.strategy).__name__ for t in (sft, grpo)],
     "tokens": [t.strategy.admin_token for t in (sft, grpo)],
@@ -56,13 +58,13 @@ out = {
     "sampling": grpo.gateway.config.sampling, "models": [sft.algorithm.model, grpo.algorithm.model],
     "sft": [s.dtype, s.sharding, s.gradient_checkpointing, s.epochs], "grpo": [g.dtype, g.device, g.sharding,
     g.tasks_per_step, g.group_size, g.max_steps], "served_model": settings["served_model"],
-    "runner_harness": [h.profile.model, h.profile.profile.step_limit, h.concurrency],
+    "runner_agent": run.harness,
 }
 print(json.dumps(out, default=str))
 """
 
 
-def _probe(code: str, *argv: Path) -> dict:
+def _probe(code: str, *argv: Path) -> Any:
     out = subprocess.run([sys.executable, "-c", code, *map(str, argv)], check=False, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -92,7 +94,22 @@ def test_mini_swe_agent_cluster_yaml_builds_every_stages_trainer_on_sglang_repli
     assert got["models"] == ["Qwen/Qwen2.5-Coder-7B-Instruct"] * 2 == [got["served_model"]] * 2
     assert got["sft"] == ["bfloat16", "none", True, 2]
     assert got["grpo"] == ["bfloat16", "cuda", "none", 8, 8, 40]
-    assert got["runner_harness"] == ["Qwen/Qwen2.5-Coder-7B-Instruct", 8, 32]  # the runners' mini-SWE-agent
+    assert got["runner_agent"] == "examples/harness_mini_swe_agent/cluster_runner.py:harness"  # in the runner command
+
+
+RUNNER_PROBE = """
+import json, sys
+sys.path[:0] = [sys.argv[1]]
+import cluster_runner  # what `agentbolt runner --agent examples/.../cluster_runner.py:harness` loads
+h = cluster_runner.harness
+print(json.dumps([h.profile.model, h.profile.profile.step_limit, h.concurrency]))
+"""
+
+
+@pytest.mark.skipif(os.environ.get("AGENTBOLT_HARNESS_MATRIX") == "0",
+                    reason="mini-SWE-agent is not installed with the harness matrix off (AGENTBOLT_HARNESS_MATRIX=0)")
+def test_the_runners_build_mini_swe_agents_harness_from_cluster_yaml() -> None:
+    assert _probe(RUNNER_PROBE, MINI) == ["Qwen/Qwen2.5-Coder-7B-Instruct", 8, 32]
 
 
 SCALE = {
