@@ -48,7 +48,6 @@ class Kind:
     """An engine kind under test: its fake server, the routes a chat call and a LoRA load
     reach there, the engine over the replicas' URLs, and the LoRA a call was sent for."""
 
-    name: str
     fake: Callable[[], Any]
     call_route: str
     load_route: str
@@ -57,10 +56,10 @@ class Kind:
 
 
 KINDS = [
-    pytest.param(Kind("vllm", FakeVLLM, "/v1/chat/completions", "/v1/load_lora_adapter",
+    pytest.param(Kind(FakeVLLM, "/v1/chat/completions", "/v1/load_lora_adapter",
                       lambda urls: VLLMEngine([u + "/v1" for u in urls], model=BASE_MODEL, policy_version=0),
                       lambda body: body["model"]), id="vllm"),
-    pytest.param(Kind("sglang", lambda: FakeSGLang(_tokenizer()), "/generate", "/load_lora_adapter",
+    pytest.param(Kind(lambda: FakeSGLang(_tokenizer()), "/generate", "/load_lora_adapter",
                       lambda urls: SGLangEngine(urls, tokenizer=_tokenizer(), policy_version=0),
                       lambda body: body.get("lora_path")), id="sglang",
                  marks=pytest.mark.skipif(find_spec("transformers") is None, reason="the sglang engine's tokenizer")),
@@ -86,7 +85,8 @@ class Held:
         if path == self.kind.load_route:
             self.events.append(("load", self.index))
         if path != self.kind.call_route:
-            return await self.fake.app(scope, receive, send)
+            await self.fake.app(scope, receive, send)
+            return
         self.active += 1
         try:
             while not self.gate.is_set():
