@@ -33,7 +33,7 @@ from agentbolt.engines.chat_template import load_tokenizer
 from agentbolt.engines.engine import EngineError
 from agentbolt.engines.http_engines import OpenAIEngine
 from agentbolt.engines.served_lora import ServedLora, lora_directory
-from agentbolt.engines.sglang_native import GenerateStream, completion_of, error_of, generate_request
+from agentbolt.engines.sglang_native import Detokenizer, GenerateStream, completion_of, error_of, generate_request
 from agentbolt.engines.sse import close_stream
 from agentbolt.engines.token_chat import TokenChat
 from agentbolt.engines.weight_update import WeightUpdate
@@ -72,6 +72,7 @@ class SGLangEngine(OpenAIEngine):
             raise ValueError("the sglang engine needs the served model's tokenizer (tokenizer=<directory or Hub "
                              "name>): its /generate route takes token ids, and the gateway renders chats with it")
         self.tokenizer = load_tokenizer(tokenizer)
+        self.detokenizer = Detokenizer(self.tokenizer)
         self.tool_parser = tool_parser
         self.context_length = context_length
         #: chat answered on token ids, for callers of the engine itself (the gateway has its own)
@@ -106,9 +107,6 @@ class SGLangEngine(OpenAIEngine):
     def _stream_error(self, payload: dict[str, Any], where: str) -> EngineError | None:
         return None  # GenerateStream reads error events and aborts itself
 
-    def _token_text(self, token_id: int) -> str:
-        return str(self.tokenizer.decode([token_id], skip_special_tokens=False))
-
     def _request(self, body: dict[str, Any], replica: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """The native request for ``body`` on ``replica``, and the answer's common fields."""
         self.loras.check_current(replica)
@@ -120,12 +118,12 @@ class SGLangEngine(OpenAIEngine):
         request, extra = self._request(body, replica)
         answer = await self._post("/generate", request, replica)
         model = self.model or body.get("model")
-        return {**completion_of(answer, request, body, model=model, decode=self._token_text,
+        return {**completion_of(answer, request, body, model=model, detokenizer=self.detokenizer,
                                 where=self.where(replica)), **extra}
 
     async def stream_completions(self, body: dict[str, Any], *, replica: int = 0) -> AsyncIterator[dict[str, Any]]:
         request, extra = self._request({**body, "stream": True}, replica)
-        stream = GenerateStream(request, body, model=self.model or body.get("model"), decode=self._token_text,
+        stream = GenerateStream(request, body, model=self.model or body.get("model"), detokenizer=self.detokenizer,
                                 where=self.where(replica))
         events = self._stream("/generate", request, replica)
         try:

@@ -15,7 +15,9 @@ logprobs (``tokens``, ``token_logprobs``, ``top_logprobs``), ``finish_reason`` f
 ``meta_info.finish_reason.type``. Streams (:class:`GenerateStream`) come as ``data:``
 events holding the output so far (SGLang's default) or only what is new
 (``--incremental-streaming-output``): which one is read from ``meta_info.completion_tokens``,
-and each becomes a completion chunk with its new text, ids and logprobs.
+and each becomes a completion chunk with its new text, ids and logprobs. A server started
+with ``--skip-tokenizer-init`` sends ids without text: the text is then the served
+model's tokenizer's reading of SGLang's ids (:class:`Detokenizer`; the ids stay SGLang's).
 
 Errors (:func:`error_of`): SGLang answers ``{"error": {"message": ...}}`` (400 for a bad
 request), FastAPI's ``{"message": ..., "code": ...}`` for an ``HTTPException`` (an abort
@@ -29,14 +31,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from agentbolt.engines.engine import EngineError
 
-__all__ = ["GenerateStream", "completion_of", "error_of", "generate_request"]
+__all__ = ["Detokenizer", "GenerateStream", "completion_of", "error_of", "generate_request"]
 
 #: OpenAI completions field -> SGLang ``sampling_params`` field
 _SAMPLING = {
@@ -104,15 +105,30 @@ def _ids_of(entries: Any) -> list[int]:
     return [int(e[1]) for e in entries or () if isinstance(e, list) and len(e) >= 2]
 
 
+class Detokenizer:
+    """The text of SGLang's token ids where its answer has none, with the served model's
+    ``tokenizer``: a logprob entry's token, or an answer's text (``--skip-tokenizer-init``;
+    special tokens left out, as SGLang's own text leaves them)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def token(self, token_id: int) -> str:
+        return str(self.tokenizer.decode([token_id], skip_special_tokens=False))
+
+    def text(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
+
+
 class _Logprobs:
     """Completions logprobs from SGLang's ``[logprob, token_id, text]`` entries."""
 
-    def __init__(self, decode: Callable[[int], str], top: int) -> None:
-        self.decode = decode
+    def __init__(self, detokenizer: Detokenizer, top: int) -> None:
+        self.detokenizer = detokenizer
         self.top = top
 
     def text(self, entry: list[Any]) -> str:
-        return entry[2] if len(entry) > 2 and isinstance(entry[2], str) else self.decode(int(entry[1]))
+        return entry[2] if len(entry) > 2 and isinstance(entry[2], str) else self.detokenizer.token(int(entry[1]))
 
     def of(self, chosen: list[Any], tops: list[Any] | None) -> dict[str, Any]:
         tokens = [self.text(e) for e in chosen]
@@ -133,7 +149,7 @@ def _answer_ids(answer: dict[str, Any], meta: dict[str, Any]) -> list[int]:
 
 
 def completion_of(answer: dict[str, Any], request: dict[str, Any], body: dict[str, Any], *, model: str | None,
-                  decode: Callable[[int], str], where: str) -> dict[str, Any]:
+                  detokenizer: Detokenizer, where: str) -> dict[str, Any]:
     """The OpenAI completion (vLLM's format) for SGLang's non-streaming ``answer`` to
     ``request`` (made from ``body``)."""
     meta = answer.get("meta_info")
@@ -142,14 +158,14 @@ def completion_of(answer: dict[str, Any], request: dict[str, Any], body: dict[st
     finish = _finish(meta.get("finish_reason"), where)
     ids = _answer_ids(answer, meta)
     prompt_ids = request.get("input_ids") or _ids_of(meta.get("input_token_logprobs"))
-    choice: dict[str, Any] = {"index": 0, "text": answer.get("text") or "", "token_ids": ids, "finish_reason": finish,
-                              "logprobs": None}
+    text = answer["text"] if isinstance(answer.get("text"), str) else detokenizer.text(ids)
+    choice: dict[str, Any] = {"index": 0, "text": text, "token_ids": ids, "finish_reason": finish, "logprobs": None}
     reason = meta.get("finish_reason")
     if isinstance(reason, dict) and reason.get("type") == "stop" and reason.get("matched") is not None:
         choice["stop_reason"] = reason["matched"]
     if body.get("logprobs") is not None:
         chosen = [e for e in meta.get("output_token_logprobs") or () if isinstance(e, list)]
-        choice["logprobs"] = _Logprobs(decode, int(body["logprobs"])).of(chosen, meta.get("output_top_logprobs"))
+        choice["logprobs"] = _Logprobs(detokenizer, int(body["logprobs"])).of(chosen, meta.get("output_top_logprobs"))
     counted = meta.get("prompt_tokens")
     prompt_n = counted if isinstance(counted, int) else len(prompt_ids)
     return {
@@ -164,14 +180,15 @@ class GenerateStream:
     doc): :meth:`chunk` for each event, :meth:`usage` for the closing usage chunk."""
 
     def __init__(self, request: dict[str, Any], body: dict[str, Any], *, model: str | None,
-                 decode: Callable[[int], str], where: str) -> None:
+                 detokenizer: Detokenizer, where: str) -> None:
         self.prompt_ids: list[int] | None = request.get("input_ids")
         self.want_logprobs = body.get("logprobs") is not None
-        self.logprobs = _Logprobs(decode, int(body.get("logprobs") or 0))
+        self.detokenizer = detokenizer
+        self.logprobs = _Logprobs(detokenizer, int(body.get("logprobs") or 0))
+        self.ids: list[int] = []  # every id so far
         self.where = where
         self.base = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
                      "model": model}
-        self.n = 0  # tokens sent so far
         self.text = ""  # text sent so far
         self.prompt_n = 0
         self._first = True
@@ -184,21 +201,16 @@ class GenerateStream:
         finish = _finish(meta.get("finish_reason"), self.where)
         total = meta.get("completion_tokens")
         ids = _answer_ids(event, meta)
-        cumulative = isinstance(total, int) and len(ids) == total and total >= self.n
-        new_ids = ids[self.n:] if cumulative else ids
+        n = len(self.ids)  # tokens sent so far
+        cumulative = isinstance(total, int) and len(ids) == total and total >= n
+        new_ids = ids[n:] if cumulative else ids
         entries = [e for e in meta.get("output_token_logprobs") or () if isinstance(e, list)]
-        new_entries = entries[self.n:] if cumulative and len(entries) == total else entries
+        new_entries = entries[n:] if cumulative and len(entries) == total else entries
         tops = meta.get("output_top_logprobs")
         if isinstance(tops, list) and cumulative and len(tops) == total:
-            tops = tops[self.n:]
-        raw = event.get("text")
-        text = raw if isinstance(raw, str) else ""
-        if cumulative:
-            delta = text[len(self.text):] if text.startswith(self.text) else ""
-            self.text = text if text.startswith(self.text) else self.text
-        else:
-            delta, self.text = text, self.text + text
-        self.n += len(new_ids)
+            tops = tops[n:]
+        self.ids += new_ids
+        delta = self._new_text(event, cumulative, finish is not None)
         if isinstance(meta.get("prompt_tokens"), int):
             self.prompt_n = meta["prompt_tokens"]
         choice: dict[str, Any] = {"index": 0, "text": delta, "token_ids": new_ids, "finish_reason": finish,
@@ -211,10 +223,28 @@ class GenerateStream:
             out["prompt_token_ids"] = self.prompt_ids
         return out
 
+    def _new_text(self, event: dict[str, Any], cumulative: bool, finished: bool) -> str:
+        """The text ``event`` adds to what was sent (its own, or read from the ids so far
+        when it has none: an unfinished character waits for its next bytes)."""
+        if "text" not in event:  # --skip-tokenizer-init: ids only
+            full = self.detokenizer.text(self.ids)
+            raw: Any = full if finished else full.rstrip("\ufffd")
+            cumulative = True
+        else:
+            raw = event["text"]
+        text = raw if isinstance(raw, str) else ""
+        if not cumulative:
+            self.text += text
+            return text
+        if not text.startswith(self.text):  # text already sent cannot change; wait until it agrees again
+            return ""
+        delta, self.text = text[len(self.text):], text
+        return delta
+
     def usage(self) -> dict[str, Any]:
         n = self.prompt_n or len(self.prompt_ids or ())
         return {**self.base, "choices": [],
-                "usage": {"prompt_tokens": n, "completion_tokens": self.n, "total_tokens": n + self.n}}
+                "usage": {"prompt_tokens": n, "completion_tokens": len(self.ids), "total_tokens": n + len(self.ids)}}
 
 
 def _message_of(body: Any) -> tuple[str | None, int | None]:

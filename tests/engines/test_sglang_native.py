@@ -10,7 +10,13 @@ import orjson
 import pytest
 
 from agentbolt.engines import EngineError
-from agentbolt.engines.sglang_native import GenerateStream, error_of, generate_request
+from agentbolt.engines.sglang_native import Detokenizer, GenerateStream, completion_of, error_of, generate_request
+
+pytest.importorskip("transformers", reason="the served model's tokenizer (transformers)")
+from agentbolt.models import byte_tokenizer  # noqa: E402
+
+TOKENIZER = byte_tokenizer()
+DETOKENIZER = Detokenizer(TOKENIZER)
 
 
 def test_a_completions_body_becomes_a_generate_request_under_sglangs_names() -> None:
@@ -64,7 +70,7 @@ def _event(ids: list[int], total: int, finish: dict | None = None, text: str = "
 @pytest.mark.parametrize("incremental", [False, True])
 def test_streamed_events_become_chunks_of_only_what_is_new(incremental: bool) -> None:
     request = {"input_ids": [1, 2]}
-    stream = GenerateStream(request, {"logprobs": 0}, model="m", decode=str, where="here")
+    stream = GenerateStream(request, {"logprobs": 0}, model="m", detokenizer=DETOKENIZER, where="here")
     parts = [[7], [8, 9], [10]]
     texts = ["a", "bc", "d"]
     chunks, seen, shown = [], [], ""
@@ -84,10 +90,29 @@ def test_streamed_events_become_chunks_of_only_what_is_new(incremental: bool) ->
 
 
 def test_an_abort_or_an_error_event_in_a_stream_raises_with_its_status() -> None:
-    stream = GenerateStream({"input_ids": [1]}, {}, model=None, decode=str, where="here")
+    stream = GenerateStream({"input_ids": [1]}, {}, model=None, detokenizer=DETOKENIZER, where="here")
     with pytest.raises(EngineError) as err:
         stream.chunk(_event([3], 1, {"type": "abort", "message": "retracted", "status_code": 503}))
     assert err.value.status_code == 503 and "retracted" in err.value.message
     with pytest.raises(EngineError) as err:
         stream.chunk({"error": {"message": "bad request", "type": "invalid_request_error"}})
     assert err.value.status_code == 400 and err.value.message == "bad request"
+
+
+def test_without_text_from_the_server_the_text_is_the_tokenizers_reading_of_its_ids() -> None:
+    """``--skip-tokenizer-init``: SGLang sends ids (and logprob entries without text) only."""
+    ids = [*TOKENIZER("héllo", add_special_tokens=False)["input_ids"], TOKENIZER.eos_token_id]
+    meta = {"finish_reason": {"type": "stop", "matched": ids[-1]}, "prompt_tokens": 1, "completion_tokens": len(ids),
+            "output_token_logprobs": [[-0.5, t, None] for t in ids]}
+    answer = completion_of({"output_ids": ids, "meta_info": meta}, {"input_ids": [1]}, {"logprobs": 0}, model=None,
+                           detokenizer=DETOKENIZER, where="here")
+    choice = answer["choices"][0]
+    assert choice["text"] == "héllo" and choice["token_ids"] == ids  # the ids stay SGLang's
+    assert choice["logprobs"]["tokens"] == [TOKENIZER.decode([t]) for t in ids]  # each token's own text
+    stream = GenerateStream({"input_ids": [1]}, {}, model=None, detokenizer=DETOKENIZER, where="here")
+    shown = []
+    for k in range(1, len(ids) + 1):  # one byte at a time: "é" is two, held back until whole
+        finish = meta["finish_reason"] if k == len(ids) else None
+        event = {"output_ids": ids[:k], "meta_info": {**meta, "finish_reason": finish, "completion_tokens": k}}
+        shown.append(stream.chunk(event)["choices"][0]["text"])
+    assert shown == ["h", "", "é", "l", "l", "o", ""]

@@ -17,7 +17,9 @@ Routes and shapes (read from SGLang's ``http_server.py``, ``io_struct.py`` and
   ``incremental=True`` sends only what is new, as ``--incremental-streaming-output``),
   then ``data: [DONE]``. ``abort_next`` makes the next call end as SGLang ends an aborted
   request: a 200 whose ``finish_reason`` is ``{"type": "abort", "message", "status_code"}``
-  (streamed as the last event), as older versions answer.
+  (streamed as the last event), as older versions answer. ``skip_tokenizer_init=True``
+  answers as a server started with ``--skip-tokenizer-init``: ids without ``text`` (and
+  logprob entries without their text); a text prompt is refused.
 * ``GET /get_model_info``, ``GET /health``, ``GET /health_generate``.
 * ``POST /load_lora_adapter {"lora_name", "lora_path"}`` / ``POST /unload_lora_adapter
   {"lora_name"}`` → ``LoRAUpdateOutput`` ``{"success", "error_message",
@@ -65,11 +67,12 @@ class FakeSGLang:
     body), ``adapters`` (name → path), ``flushes``; ``tokenizer`` is the served model's."""
 
     def __init__(self, tokenizer: Any, *, reply: Callable[[str], str] | None = None, incremental: bool = False,
-                 enable_lora: bool = True) -> None:
+                 enable_lora: bool = True, skip_tokenizer_init: bool = False) -> None:
         self.tokenizer = tokenizer
         self.reply = reply or (lambda prompt: "Four.")
         self.incremental = incremental
         self.enable_lora = enable_lora
+        self.skip_tokenizer_init = skip_tokenizer_init
         self.seen: list[dict[str, Any]] = []
         self.lora_calls: list[tuple[str, dict[str, Any]]] = []
         self.adapters: dict[str, str] = {}
@@ -110,7 +113,7 @@ class FakeSGLang:
             return _error(f"Unexpected sampling parameters {unknown}")
         if isinstance(body.get("input_ids"), list):
             input_ids = body["input_ids"]
-        elif isinstance(body.get("text"), str):
+        elif isinstance(body.get("text"), str) and not self.skip_tokenizer_init:
             input_ids = self.tokenizer(body["text"], add_special_tokens=False)["input_ids"]
         else:
             return _error("Either text, input_ids or input_embeds should be provided.")
@@ -143,7 +146,7 @@ class FakeSGLang:
     def _state(self, body: dict[str, Any], rid: str, input_ids: list[int], out: list[int], weights: str,
                finish: dict[str, Any] | None, start: int = 0) -> dict[str, Any]:
         """The answer after ``out`` (the tokens from ``start`` on, for an incremental event)."""
-        with_text = bool(body.get("return_text_in_logprobs"))
+        with_text = bool(body.get("return_text_in_logprobs")) and not self.skip_tokenizer_init
         meta: dict[str, Any] = {"id": rid, "finish_reason": finish, "prompt_tokens": len(input_ids),
                                 "completion_tokens": start + len(out), "cached_tokens": 0, "weight_version": "default"}
         if body.get("return_logprob"):
@@ -155,8 +158,9 @@ class FakeSGLang:
             if top := body.get("top_logprobs_num"):
                 meta["output_top_logprobs"] = [[self._entry(self.logprob(weights, start + i), t, with_text)][:top]
                                                for i, t in enumerate(out)]
-        text = self.tokenizer.decode(out, skip_special_tokens=True)
-        return {"text": text, "output_ids": list(out), "meta_info": meta}
+        answer = {"output_ids": list(out), "meta_info": meta}
+        return answer if self.skip_tokenizer_init else {"text": self.tokenizer.decode(out, skip_special_tokens=True),
+                                                        **answer}
 
     async def _events(self, body: dict[str, Any], rid: str, input_ids: list[int], out: list[int],
                       finish: dict[str, Any], weights: str, abort: tuple[str, int] | None) -> AsyncIterator[bytes]:

@@ -7,6 +7,7 @@ against a fake of SGLang's server (``tests/fakes/sglang_server.py``), not a real
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,8 +46,9 @@ def fake(request: pytest.FixtureRequest) -> FakeSGLang:
     return FakeSGLang(TOKENIZER, reply=reply, incremental=request.param == "incremental")
 
 
-@pytest.fixture
-def world(fake: FakeSGLang) -> Iterator[GatewayWorld]:
+@contextlib.contextmanager
+def gateway_over(fake: FakeSGLang) -> Iterator[GatewayWorld]:
+    """The real gateway (in a server) in front of ``fake``, forcing T=1 on training calls."""
     with serve_app_in_thread(fake.app) as url:
         engine = SGLangEngine(url, tokenizer=TOKENIZER, tool_parser="hermes", policy_version=0)
         gateway = Gateway(engine, GatewayConfig(sampling={"train": {"temperature": 1.0}}, retry_backoff=0.01))
@@ -54,6 +56,12 @@ def world(fake: FakeSGLang) -> Iterator[GatewayWorld]:
             w = GatewayWorld(server, engine, gateway)
             yield w
             w.admin.close()
+
+
+@pytest.fixture
+def world(fake: FakeSGLang) -> Iterator[GatewayWorld]:
+    with gateway_over(fake) as w:
+        yield w
 
 
 def expected_logprobs(weights: str, n: int) -> list[float]:
@@ -81,6 +89,23 @@ def test_a_chat_call_is_answered_on_generate_and_recorded_with_the_engines_ids_a
                                        TOKENIZER.eos_token_id]
         assert attrs[LOGPROBS] == expected_logprobs("base", len(attrs[RESPONSE_IDS]))
         assert attrs["agentbolt.llm.engine"] == "sglang" and attrs["agentbolt.llm.policy_version"] == 0
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_a_server_without_its_tokenizer_sends_ids_only_and_the_text_is_read_from_them(incremental: bool) -> None:
+    fake = FakeSGLang(TOKENIZER, reply=reply, incremental=incremental, skip_tokenizer_init=True)
+    with gateway_over(fake) as world:
+        a = world.claim()
+        client = openai.OpenAI(base_url=a.base_url, api_key=a.token)
+        call = client.chat.completions.create(model="policy", messages=QUESTION, tools=TOOLS)
+        assert call.choices[0].message.tool_calls[0].function.name == "add"
+        chunks = client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "hi"}],
+                                                stream=True)
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Four."
+        for span in world.spans(a.rollout_id, 2):
+            attrs = span["attributes"]
+            assert attrs[LOGPROBS] == expected_logprobs("base", len(attrs[RESPONSE_IDS]))
+            assert attrs[RESPONSE_IDS][-1] == TOKENIZER.eos_token_id
 
 
 def test_tool_calls_are_parsed_and_the_next_prompt_continues_the_sampled_ids(
