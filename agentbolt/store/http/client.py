@@ -9,8 +9,8 @@ this exactly like a local store; the server's typed errors are raised again here
   span id, attempt updates are idempotent by design. Publishing resources is not, so it
   is retried only when the request certainly never left (connection refused). When the
   retries run out: :class:`~agentbolt.store.errors.StoreUnavailableError`.
-* **Batching.** Concurrent claims, span posts, attempt updates, heartbeats and worker
-  updates from many tasks are coalesced into ``POST /v1/batch`` requests (see
+* **Batching.** Concurrent claims, span posts, attempt updates (with or without the
+  next claim), heartbeats and worker updates from many tasks are coalesced into ``POST /v1/batch`` requests (see
   :mod:`agentbolt.store.http.batching`). Rollout-scoped tokens cannot batch, so batching
   is off for them.
 * **Event loops.** One HTTP connection pool per event loop, made on first use, so the
@@ -43,6 +43,7 @@ from agentbolt.types import (
     ErrorInfo,
     MetricRecord,
     Page,
+    ReportAndClaim,
     Resource,
     Resources,
     Rollout,
@@ -65,6 +66,7 @@ _ROLLOUTS = TypeAdapter(list[Rollout])
 _ROLLOUT = TypeAdapter(Rollout)
 _ROLLOUT_PAGE = TypeAdapter(Page[Rollout])
 _CLAIMS = TypeAdapter(list[Claim])
+_REPORT_AND_CLAIM = TypeAdapter(ReportAndClaim)
 _ATTEMPT = TypeAdapter(Attempt)
 _ATTEMPTS = TypeAdapter(list[Attempt])
 _SPANS = TypeAdapter(list[Span])
@@ -260,6 +262,25 @@ class HttpStore(HttpTransport, Store):
         path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}"
         args = _dumps({"rollout_id": rollout_id, "attempt_id": attempt_id, **patch})
         return await self._op("update_attempt", args, _ATTEMPT, "PATCH", path, _dumps(patch))
+
+    async def report_and_claim(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: AttemptStatus | None = None,
+        error: ErrorInfo | None = None,
+        metadata: dict[str, Any] | None = None,
+        worker_id: str | None = None,
+        limit: int = 1,
+        request_id: str | None = None,
+    ) -> ReportAndClaim:
+        # the request id makes a retry hand back the claims of a first try whose answer was lost
+        body = {"status": status, "error": error, "metadata": metadata, "worker_id": worker_id, "limit": limit,
+                "request_id": request_id or uuid.uuid4().hex}
+        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/report-and-claim"
+        args = _dumps({"rollout_id": rollout_id, "attempt_id": attempt_id, **body})
+        return await self._op("report_and_claim", args, _REPORT_AND_CLAIM, "POST", path, _dumps(body))
 
     async def heartbeat(self, rollout_id: str, attempt_id: str) -> Attempt:
         path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/heartbeat"

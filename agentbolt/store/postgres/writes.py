@@ -65,6 +65,7 @@ from agentbolt.types import (
     Attempt,
     AttemptStatus,
     ErrorInfo,
+    ReportAndClaim,
     Resources,
     Rollout,
     RolloutCreate,
@@ -84,6 +85,7 @@ __all__ = [
     "claim_rollouts",
     "enqueue_rollouts",
     "heartbeat",
+    "report_and_claim",
     "update_attempt",
     "update_rollout",
     "update_worker",
@@ -190,6 +192,24 @@ async def update_attempt(
     await run_all(conn, la.update(r, metadata_changed=bool(metadata)) + lr.update() + release_worker(a))
     note_finish(tx, before, r)
     return a
+
+
+async def report_and_claim(
+    conn: Conn,
+    tx: PgTx,
+    rollout_id: str,
+    attempt_id: str,
+    status: AttemptStatus | None,
+    error: ErrorInfo | None,
+    metadata: dict[str, Any] | None,
+    worker_id: str | None,
+    limit: int,
+    request_id: str | None,
+) -> ReportAndClaim:
+    """:func:`update_attempt`, then :func:`claim_rollouts`, in one transaction (a group
+    runs several together: :mod:`agentbolt.store.postgres.together`)."""
+    attempt = await update_attempt(conn, tx, rollout_id, attempt_id, status, error, metadata)
+    return ReportAndClaim(attempt=attempt, claims=await claim_rollouts(conn, tx, worker_id, limit, request_id))
 
 
 WORKER_HEARTBEAT = shape("workers", ("last_heartbeat_time",), ("worker_id",))
