@@ -262,13 +262,19 @@ async def _lock_targets(conn: Conn, spans: Sequence[Span]) -> dict[SpanKey, tupl
 async def _stored_spans(
     conn: Conn, spans: Sequence[Span], targets: dict[SpanKey, tuple[PgRollout, PgAttempt]]
 ) -> dict[SpanKey, dict[str, str]]:
-    """The JSON of the batch's spans that are already stored, by key and span id."""
+    """The JSON of the batch's spans that are already stored, by key and span id. An
+    attempt that has stored no span yet (its span counter is still 0: the first batch of
+    every attempt) has none to look up; when no attempt of the batch has, nothing is read."""
     seqs, aseqs, ids = [], [], []
     for s in spans:
         lr, la = targets[(s.rollout_id, s.attempt_id)]
+        if la.next_span_seq == 0:
+            continue
         seqs.append(lr.seq)
         aseqs.append(la.model.sequence_id)
         ids.append(s.span_id)
+    if not ids:
+        return {}
     rows = await fetchall(
         conn,
         "SELECT s.rollout_seq, s.attempt_seq, s.span_id, coalesce(s.data::text, s.raw) FROM spans s "
