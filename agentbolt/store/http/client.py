@@ -34,7 +34,7 @@ from urllib.parse import quote
 from pydantic import TypeAdapter
 
 from agentbolt.store.base import Store
-from agentbolt.store.errors import StoreError
+from agentbolt.store.errors import NotFoundError, StoreError
 from agentbolt.store.http.transport import HttpTransport, _dumps, _LoopState
 from agentbolt.types import (
     Attempt,
@@ -134,6 +134,9 @@ class HttpStore(HttpTransport, Store):
         self.max_connections = max_connections
         self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
         self._states_lock = threading.Lock()
+        self._server_reports_and_claims: bool | None = None
+        """Whether the server has ``report_and_claim`` (servers before it do not): learnt
+        from the first call, which goes alone to its route."""
 
     def __repr__(self) -> str:
         if len(self.base_urls) > 1:
@@ -276,9 +279,29 @@ class HttpStore(HttpTransport, Store):
         request_id: str | None = None,
     ) -> ReportAndClaim:
         # the request id makes a retry hand back the claims of a first try whose answer was lost
+        request_id = request_id or uuid.uuid4().hex
         body = {"status": status, "error": error, "metadata": metadata, "worker_id": worker_id, "limit": limit,
-                "request_id": request_id or uuid.uuid4().hex}
+                "request_id": request_id}
         path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/report-and-claim"
+        if self._server_reports_and_claims is None:
+            # not known yet whether the server has the call (older ones do not): one call asks
+            # its route alone, so that a refusal fails no other call of a batch
+            async with self._state().learning:
+                if self._server_reports_and_claims is None:
+                    try:
+                        answer = await self._request("POST", path, raw_body=_dumps(body))
+                    except NotFoundError as exc:
+                        if not exc.message.startswith("no route"):
+                            raise
+                        self._server_reports_and_claims = False
+                    else:
+                        self._server_reports_and_claims = True
+                        return _REPORT_AND_CLAIM.validate_python(answer)
+        if not self._server_reports_and_claims:  # an older server: the two calls
+            return await super().report_and_claim(
+                rollout_id, attempt_id, status=status, error=error, metadata=metadata, worker_id=worker_id,
+                limit=limit, request_id=request_id,
+            )
         args = _dumps({"rollout_id": rollout_id, "attempt_id": attempt_id, **body})
         return await self._op("report_and_claim", args, _REPORT_AND_CLAIM, "POST", path, _dumps(body))
 
