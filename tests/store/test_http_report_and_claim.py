@@ -32,6 +32,18 @@ class Counting:
         await self.app(scope, receive, send)
 
 
+async def run_through(app: ASGIApp, store: MemoryStore, rollouts: int, n_workers: int) -> int:
+    """Serve ``app`` (over ``store``), enqueue ``rollouts`` and let ``n_workers`` report and
+    claim through an :class:`HttpStore` until the queue is empty; how many they ran."""
+    with serve_app_in_thread(app) as url:
+        client = HttpStore(url, token=ADMIN)
+        await store.enqueue_rollouts([RolloutCreate(input=i) for i in range(rollouts)])
+        try:
+            return await run_workers(client, n_workers)
+        finally:
+            await client.close()
+
+
 async def run_workers(store: HttpStore, n_workers: int) -> int:
     async def worker(k: int) -> int:
         done = 0
@@ -50,13 +62,7 @@ async def run_workers(store: HttpStore, n_workers: int) -> int:
 async def test_the_first_call_asks_the_route_and_the_rest_ride_in_batches() -> None:
     store = MemoryStore()
     app = Counting(create_app(store, admin_token=ADMIN))
-    with serve_app_in_thread(app) as url:
-        client = HttpStore(url, token=ADMIN)
-        await store.enqueue_rollouts([RolloutCreate(input=i) for i in range(30)])
-        try:
-            assert await run_workers(client, 5) == 30
-        finally:
-            await client.close()
+    assert await run_through(app, store, 30, 5) == 30
     assert app.requests["report-and-claim"] == 1, "one call found out; the others waited for its answer"
     assert app.requests["/v1/batch"] >= 1
     assert (await store.stats()).rollouts_by_status.get(RolloutStatus.SUCCEEDED) == 30
@@ -92,13 +98,7 @@ class OldServer(Counting):
 async def test_a_server_without_the_call_gets_a_report_and_a_claim() -> None:
     store = MemoryStore()
     app = OldServer(create_app(store, admin_token=ADMIN))
-    with serve_app_in_thread(app) as url:
-        client = HttpStore(url, token=ADMIN)
-        await store.enqueue_rollouts([RolloutCreate(input=i) for i in range(12)])
-        try:
-            assert await run_workers(client, 3) == 12
-        finally:
-            await client.close()
+    assert await run_through(app, store, 12, 3) == 12
     assert app.requests["report-and-claim"] == 1, "asked once, then never again"
     assert app.batches_with_the_op == 0
     assert (await store.stats()).rollouts_by_status.get(RolloutStatus.SUCCEEDED) == 12
