@@ -28,6 +28,7 @@ __all__ = [
     "Rollout",
     "Attempt",
     "Claim",
+    "ReportAndClaim",
     "SpanStatus",
     "SpanEvent",
     "Span",
@@ -206,6 +207,15 @@ class Claim(_Model):
     rollout: Rollout
     attempt: Attempt
     token: str | None = None
+
+
+class ReportAndClaim(_Model):
+    """The answer of ``Store.report_and_claim``: the reported attempt, as
+    ``update_attempt`` returns it, and the worker's next claims, as ``claim_rollouts``
+    returns them (empty when the queue is)."""
+
+    attempt: Attempt
+    claims: list[Claim] = Field(default_factory=list)
 
 
 class SpanStatus(StrEnum):

@@ -63,6 +63,12 @@ from agentbolt.store.memory import MemoryStore
 from agentbolt.store.sqlite import SqliteStore
 from agentbolt.types import AttemptStatus, RolloutCreate, Span
 
+try:  # benchmarks/compare_revisions.py runs this script on older agentbolt trees too
+    from agentbolt.types import ReportAndClaim  # noqa: F401 - only whether it exists
+    REPORT_AND_CLAIM = True
+except ImportError:  # before Store.report_and_claim: report, then claim
+    REPORT_AND_CLAIM = False
+
 ROOT = Path(__file__).resolve().parent
 PEER_PY = ROOT.parent / ".bench-venv-peer" / "bin" / "python"
 POSTGRES_URL = os.environ.get("AGENTBOLT_BENCH_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
@@ -81,16 +87,20 @@ async def enqueue(store: Store, rollouts: int) -> None:
         await store.enqueue_rollouts([RolloutCreate(input={"task": i + j}) for j in range(n)])
 
 
-async def run_tasks(store: Store, concurrency: int, span_calls: int = 1, prefix: str = "bench") -> int:
+async def run_tasks(
+    store: Store, concurrency: int, span_calls: int = 1, prefix: str = "bench", claim_with_report: bool = True
+) -> int:
     """``concurrency`` runner tasks looping claim → 5 spans → succeeded until the queue
-    is empty; returns how many rollouts they completed."""
+    is empty; returns how many rollouts they completed. With ``claim_with_report`` (and
+    an agentbolt that has ``Store.report_and_claim``) a task claims its next rollout in
+    the call that reports the last one, as agentbolt's runner does."""
+    joint = claim_with_report and REPORT_AND_CLAIM
 
     async def runner(k: int) -> int:
         done = 0
-        while True:
-            claims = await store.claim_rollouts(f"{prefix}-{k}", 1)
-            if not claims:
-                return done
+        worker = f"{prefix}-{k}"
+        claims = await store.claim_rollouts(worker, 1)
+        while claims:
             rid, aid = claims[0].rollout.rollout_id, claims[0].attempt.attempt_id
             spans = [
                 Span(rollout_id=rid, attempt_id=aid, name=f"step-{j}", attributes={"j": j, "k": k})
@@ -101,17 +111,25 @@ async def run_tasks(store: Store, concurrency: int, span_calls: int = 1, prefix:
             else:  # one call per span, as an unbatched tracer would
                 for span in spans:
                     await store.add_spans([span])
-            await store.update_attempt(rid, aid, status=AttemptStatus.SUCCEEDED)
+            if joint:
+                report = await store.report_and_claim(rid, aid, status=AttemptStatus.SUCCEEDED, worker_id=worker)
+                claims = report.claims
+            else:
+                await store.update_attempt(rid, aid, status=AttemptStatus.SUCCEEDED)
+                claims = await store.claim_rollouts(worker, 1)
             done += 1
+        return done
 
     return sum(await asyncio.gather(*(runner(k) for k in range(concurrency))))
 
 
-async def scenario(store: Store, concurrency: int, rollouts: int, span_calls: int = 1) -> float:
+async def scenario(
+    store: Store, concurrency: int, rollouts: int, span_calls: int = 1, claim_with_report: bool = True
+) -> float:
     """Run the scenario; return rollouts per second (wall clock, enqueue included)."""
     t0 = time.perf_counter()
     await enqueue(store, rollouts)
-    done = await run_tasks(store, concurrency, span_calls)
+    done = await run_tasks(store, concurrency, span_calls, claim_with_report=claim_with_report)
     elapsed = time.perf_counter() - t0
     if done != rollouts:
         raise RuntimeError(f"completed {done} of {rollouts} rollouts")
@@ -208,11 +226,12 @@ class ServerProcess:
         if profile is None:
             code = f"from agentbolt.server import run_server\n{serve}\n"
         else:  # uvicorn re-raises SIGTERM after its shutdown: exit through Python so the profile is saved
+            # timed by the process's CPU time: other jobs on the machine do not show up in it
             code = (
-                "import cProfile, signal, sys\n"
+                "import cProfile, signal, sys, time\n"
                 "from agentbolt.server import run_server\n"
                 "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
-                "profile = cProfile.Profile()\n"
+                "profile = cProfile.Profile(time.process_time)\n"
                 "profile.enable()\n"
                 f"try:\n    {serve}\n"
                 f"finally:\n    profile.disable()\n    profile.dump_stats({str(profile)!r})\n"
@@ -239,9 +258,11 @@ class ServerProcess:
 class ClientProcess:
     """This script in ``--client`` mode: ``tasks`` runner tasks on one HttpStore of its own."""
 
-    def __init__(self, urls: list[str], tasks: int, span_calls: int, name: str) -> None:
+    def __init__(self, urls: list[str], tasks: int, span_calls: int, name: str, claim_with_report: bool) -> None:
         argv = [sys.executable, __file__, "--client", ",".join(urls), "--tasks", str(tasks),
                 "--span-calls", str(span_calls), "--client-name", name]
+        if not claim_with_report:
+            argv.append("--report-then-claim")
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def wait_ready(self) -> None:
@@ -264,7 +285,7 @@ class ClientProcess:
         return int(answer["done"]), float(answer["cpu"])
 
 
-async def client_main(urls: list[str], tasks: int, span_calls: int, name: str) -> None:
+async def client_main(urls: list[str], tasks: int, span_calls: int, name: str, claim_with_report: bool) -> None:
     """``--client`` mode: connect, say READY, wait for GO on stdin, run, print the count."""
     store = HttpStore(urls, max_connections=max(16, min(tasks, 128)))
     await store.start()
@@ -272,7 +293,7 @@ async def client_main(urls: list[str], tasks: int, span_calls: int, name: str) -
     print("READY", flush=True)
     await asyncio.to_thread(sys.stdin.readline)
     cpu0 = time.process_time()
-    done = await run_tasks(store, tasks, span_calls, prefix=name)
+    done = await run_tasks(store, tasks, span_calls, prefix=name, claim_with_report=claim_with_report)
     cpu = time.process_time() - cpu0
     await store.close()
     print(json.dumps({"done": done, "cpu": round(cpu, 3)}), flush=True)
@@ -313,6 +334,7 @@ async def run_ours(
     postgres_url: str = POSTGRES_URL,
     cpu: bool = False,
     profile_dir: Path | None = None,
+    claim_with_report: bool = True,
 ) -> Cell:
     db = tmp / f"{backend}-{concurrency}-{time.monotonic_ns()}.db"
     schema = f"bench_{uuid.uuid4().hex[:12]}"
@@ -344,14 +366,14 @@ async def run_ours(
             meter = CpuMeter({"servers": [p.proc.pid for p in procs]}, postgres_url if pg_store and cpu else None)
             meter.start()
             statements = STATEMENTS[0]
-            rps = await scenario(store, concurrency, rollouts, span_calls)
+            rps = await scenario(store, concurrency, rollouts, span_calls, claim_with_report)
             meter.stop()
             if STATEMENTS[0] > statements:  # --count-statements
                 meter.used["pg_statements"] = STATEMENTS[0] - statements
             return Cell(rps, meter.used if cpu else None)
         for i, tasks in enumerate(spread(concurrency, processes)):
             order = urls[i % len(urls):] + urls[: i % len(urls)]
-            clients.append(ClientProcess(order, tasks, span_calls, name=f"p{i}"))
+            clients.append(ClientProcess(order, tasks, span_calls, name=f"p{i}", claim_with_report=claim_with_report))
         for c in clients:
             c.wait_ready()
         meter = CpuMeter({"servers": [p.proc.pid for p in procs]}, postgres_url if pg_store and cpu else None)
@@ -438,12 +460,16 @@ def main() -> None:
     )
     ap.add_argument("--count-statements", action="store_true",
                     help="with --cpu: count the statements psycopg sends (in-process postgres backend)")
+    ap.add_argument("--report-then-claim", action="store_true",
+                    help="report an attempt, then claim the next rollout in a call of its own (as before "
+                         "Store.report_and_claim; an older agentbolt always does)")
     ap.add_argument("--client", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--tasks", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--client-name", default="p0", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.client:
-        asyncio.run(client_main(args.client.split(","), args.tasks, args.span_calls, args.client_name))
+        asyncio.run(client_main(args.client.split(","), args.tasks, args.span_calls, args.client_name,
+                                not args.report_then_claim))
         return
 
     if args.count_statements:
@@ -469,6 +495,7 @@ def main() -> None:
                     postgres_url=args.postgres_url,
                     cpu=args.cpu,
                     profile_dir=args.profile_servers,
+                    claim_with_report=not args.report_then_claim,
                 ))
                 rps = cell.rps
                 row: dict[str, object] = {
@@ -481,8 +508,15 @@ def main() -> None:
                     "servers": args.servers if http else 1,
                     "rollouts_per_s": round(rps, 1),
                 }
+                row["claim_with_report"] = REPORT_AND_CLAIM and not args.report_then_claim
                 if cell.cpu is not None:
                     row["cpu_seconds"] = cell.cpu
+                    # per rollout, as floats: what benchmarks/compare_revisions.py compares
+                    for role, used in cell.cpu.items():
+                        per = used / n if role.startswith("pg_") else used / n * 1000
+                        row[f"{role}_per_rollout" if role.startswith("pg_") else f"cpu_ms_{role}"] = round(per, 4)
+                    row["cpu_ms_total"] = round(
+                        sum(v for k, v in cell.cpu.items() if not k.startswith("pg_")) / n * 1000, 4)
                 results.append(row)
                 console.print(f"agentbolt {backend:13s} c={c:<4d} {rps:9.1f} rollouts/s"
                               + (f"  cpu s: {cell.cpu}" if cell.cpu else ""))

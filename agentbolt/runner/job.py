@@ -1,7 +1,8 @@
 """One claimed attempt on its way through the runner (:class:`Job`), and what to report when it ends.
 
 :func:`outcome_of` is the pure part of reporting: from how the agent ended (an error, a
-stop request, spans that could not be stored) to the attempt's status, error and metadata.
+stop request, spans that could not be stored) to the attempt's status, error and metadata
+(:mod:`agentbolt.runner.report` sends it).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from typing import Any
 from agentbolt import semconv
 from agentbolt.runner.calls import AgentCall
 from agentbolt.runner.errors import error_info
-from agentbolt.store.base import Store
-from agentbolt.store.errors import InvalidTransitionError, StoreUnavailableError
 from agentbolt.types import Attempt, AttemptStatus, Claim, ErrorInfo, Rollout
 
 __all__ = [
@@ -33,7 +32,7 @@ __all__ = [
     "default_worker_id",
     "heartbeat_interval",
     "outcome_of",
-    "send_outcome",
+    "shutdown_error",
 ]
 
 log = logging.getLogger("agentbolt.runner")
@@ -141,37 +140,14 @@ def outcome_of(job: Job, error: BaseException | None, spans_lost: str | None, *,
             message=f"attempt ran longer than {job.rollout.config.timeout_seconds} s; the runner stopped it",
         ))
     if job.stop_reason == SHUTDOWN:
-        return Outcome(AttemptStatus.FAILED, ErrorInfo(
-            type="RunnerShutdown",
-            message=f"runner {worker_id} shut down before the attempt finished",
-            retryable=True,
-        ))
+        return Outcome(AttemptStatus.FAILED, shutdown_error(worker_id))
     return None
 
 
-async def send_outcome(store: Store, job: Job, outcome: Outcome, *, patience: float) -> None:
-    """Report ``outcome``, retrying while the store is unreachable for up to ``patience`` seconds.
-
-    Reporting is idempotent, so it is sent again while the store is unreachable (a server
-    restarting): an outcome lost here would cost the whole attempt.
-    """
-    rollout_id, attempt_id = job.rollout.rollout_id, job.attempt.attempt_id
-    give_up = time.monotonic() + patience
-    delay = 0.2
-    while True:
-        try:
-            await store.update_attempt(rollout_id, attempt_id, status=outcome.status, error=outcome.error,
-                                       metadata=outcome.metadata)
-            return
-        except InvalidTransitionError as exc:
-            log.info("rollout %s: outcome %s not recorded, the store had already ended the attempt (%s)",
-                     rollout_id, outcome.status.value, exc)
-            return
-        except Exception as exc:  # noqa: BLE001 — retried while the store is unavailable, else logged
-            retry = isinstance(exc, StoreUnavailableError) and time.monotonic() + delay < give_up
-            if not retry:
-                log.error("could not report the outcome of rollout %s (%s: %s)", rollout_id, type(exc).__name__, exc)
-                return
-            log.warning("reporting the outcome of rollout %s failed (%s); retrying", rollout_id, exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+def shutdown_error(worker_id: str) -> ErrorInfo:
+    """The error of an attempt its runner stopped by shutting down: retryable."""
+    return ErrorInfo(
+        type="RunnerShutdown",
+        message=f"runner {worker_id} shut down before the attempt finished",
+        retryable=True,
+    )

@@ -48,9 +48,9 @@ from agentbolt.runner.job import (
     default_worker_id,
     heartbeat_interval,
     outcome_of,
-    send_outcome,
 )
 from agentbolt.runner.no_model_call import warn_if_no_model_call
+from agentbolt.runner.report import Handoff, send_outcome
 from agentbolt.runner.resources import ResourcesCache
 from agentbolt.store.base import Store
 from agentbolt.tracing.emitters import (
@@ -158,9 +158,23 @@ class Runner:
         tracer.start()
         jobs: dict[asyncio.Task[None], Job] = {}
         stop_waiter = asyncio.ensure_future(stop.wait())
+
+        active: Tracer = tracer
+
+        def start(claim: Claim) -> None:
+            job = Job(claim, deadline_of(claim.rollout))
+            name = f"rollout-{claim.rollout.rollout_id}"
+            jobs[asyncio.create_task(self._execute(job, active, stats, handoff), name=name)] = job
+            stats.claimed += 1
+
+        # a job that ends reports with a claim of its successor when it may (see runner.report)
+        handoff = Handoff(self.worker_id, stop, stats, max_rollouts, start)
         try:
             await self._register(WorkerStatus.IDLE)
-            await self._loop(jobs, stats, tracer, stop, stop_waiter, max_rollouts, stop_when_idle)
+            try:
+                await self._loop(jobs, handoff, stop_waiter, stop_when_idle)
+            finally:
+                handoff.closed = True
             if jobs:
                 await self._drain(jobs, grace=self.shutdown_grace if stop.is_set() else None)
         except asyncio.CancelledError:
@@ -182,21 +196,15 @@ class Runner:
         return stats
 
     async def _loop(
-        self,
-        jobs: dict[asyncio.Task[None], Job],
-        stats: RunnerStats,
-        tracer: Tracer,
-        stop: asyncio.Event,
-        stop_waiter: asyncio.Future[Any],
-        max_rollouts: int | None,
-        stop_when_idle: bool,
+        self, jobs: dict[asyncio.Task[None], Job], handoff: Handoff, stop_waiter: asyncio.Future[Any], until_idle: bool
     ) -> None:
+        stats, stop, max_rollouts = handoff.stats, handoff.stop, handoff.max_rollouts
         failures = 0
         request_id: str | None = None
         while not stop.is_set():
             room = self.concurrency - len(jobs)
-            if max_rollouts is not None:
-                room = min(room, max_rollouts - stats.claimed)
+            if max_rollouts is not None:  # successors being claimed with reports count too
+                room = min(room, max_rollouts - stats.claimed - handoff.reserved)
             claims: list[Claim] = []
             claim_failed = False
             if room > 0:
@@ -214,16 +222,11 @@ class Runner:
                         "runner %s could not claim work (%s: %s); retrying", self.worker_id, type(exc).__name__, exc
                     )
                 for claim in claims:
-                    job = Job(claim, deadline_of(claim.rollout))
-                    task = asyncio.create_task(
-                        self._execute(job, tracer, stats), name=f"rollout-{claim.rollout.rollout_id}"
-                    )
-                    jobs[task] = job
-                stats.claimed += len(claims)
+                    handoff.start(claim)
             limit_reached = max_rollouts is not None and stats.claimed >= max_rollouts
             if limit_reached and not jobs:
                 return
-            if stop_when_idle and room > 0 and not claims and not claim_failed and not jobs:
+            if until_idle and room > 0 and not claims and not claim_failed and not jobs:
                 return
             if claims and len(claims) == room and not limit_reached:
                 await asyncio.sleep(0)  # the queue may hold more: claim again right away
@@ -280,7 +283,7 @@ class Runner:
         return stats
 
     # ------------------------------------------------------------------------ one attempt
-    async def _execute(self, job: Job, tracer: Tracer, stats: RunnerStats) -> None:
+    async def _execute(self, job: Job, tracer: Tracer, stats: RunnerStats, handoff: Handoff | None = None) -> None:
         rollout, attempt = job.rollout, job.attempt
         error: BaseException | None = None
         resources: Resources | None = None
@@ -322,7 +325,7 @@ class Runner:
         except Exception as exc:  # noqa: BLE001 — reported with the outcome
             spans_lost = f"{type(exc).__name__}: {exc}"
             log.warning("spans of rollout %s are incomplete: flush failed (%s)", rollout.rollout_id, spans_lost)
-        await self._report(job, error, stats, spans_lost)
+        await self._report(job, error, stats, spans_lost, handoff)
         if error is None and job.stop_reason is None and spans_lost is None:
             await warn_if_no_model_call(self._store, traced)  # it passed: did it call a model?
         if self.hooks.defines("on_rollout_end"):
@@ -386,7 +389,7 @@ class Runner:
             job.request_stop(f"the store ended the attempt ({attempt.status.value}: {why})")
 
     async def _report(
-        self, job: Job, error: BaseException | None, stats: RunnerStats, spans_lost: str | None = None
+        self, job: Job, error: BaseException | None, stats: RunnerStats, spans_lost: str | None, handoff: Handoff | None
     ) -> None:
         rollout = job.rollout
         outcome = outcome_of(job, error, spans_lost, worker_id=self.worker_id)
@@ -404,7 +407,7 @@ class Runner:
         elif outcome.error is not None and outcome.error.type == "SpansNotStored":
             log.warning("rollout %s reported failed (retryable): its spans could not be stored", rollout.rollout_id)
         assert self.store is not None
-        await send_outcome(self.store, job, outcome, patience=self.report_patience)
+        await send_outcome(self.store, job, outcome, patience=self.report_patience, handoff=handoff)
 
     async def _rollout_end(self, job: Job) -> None:
         store = self.store

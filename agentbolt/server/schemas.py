@@ -39,6 +39,8 @@ __all__ = [
     "AttemptPatch",
     "AttemptRef",
     "AttemptUpdate",
+    "ReportAndClaimRequest",
+    "ReportAndClaimUpdate",
     "RewardRequest",
     "SpansRequest",
     "ResourcesRequest",
@@ -161,6 +163,18 @@ class AttemptUpdate(AttemptPatch):
     attempt_id: str = _Id
 
 
+class ReportAndClaimRequest(AttemptPatch, ClaimRequest):
+    """An attempt's report (as ``PATCH .../attempts/{attempt_id}``) and the worker's next
+    claim (as ``POST /v1/claims``) in one body."""
+
+
+class ReportAndClaimUpdate(ReportAndClaimRequest):
+    """``report_and_claim`` arguments in a batch."""
+
+    rollout_id: str = _Id
+    attempt_id: str = _Id
+
+
 class RewardRequest(_Body):
     """Either ``{"value": 0.7}`` or ``{"rewards": {"accuracy": 1.0, "cost": -0.2}, "primary": "accuracy"}``."""
 
@@ -225,7 +239,10 @@ class DeadlineCheck(_Body):
     expired: int = Field(description="How many attempts this check expired.")
 
 
-BatchOpName = Literal["claim_rollouts", "enqueue_rollouts", "add_spans", "update_attempt", "heartbeat", "update_worker"]
+BatchOpName = Literal[
+    "claim_rollouts", "enqueue_rollouts", "add_spans", "update_attempt", "report_and_claim", "heartbeat",
+    "update_worker",
+]
 
 
 class BatchOp(_Body):
@@ -235,7 +252,7 @@ class BatchOp(_Body):
         description=(
             "Arguments of the store method: claim_rollouts → ClaimRequest, enqueue_rollouts → "
             "EnqueueRequest, add_spans → SpansRequest, update_attempt → AttemptUpdate, "
-            "heartbeat → AttemptRef, update_worker → WorkerUpdate."
+            "report_and_claim → ReportAndClaimUpdate, heartbeat → AttemptRef, update_worker → WorkerUpdate."
         ),
     )
 
@@ -266,6 +283,11 @@ class UpdateAttemptOp(_Body):
     args: AttemptUpdate
 
 
+class ReportAndClaimOp(_Body):
+    op: Literal["report_and_claim"]
+    args: ReportAndClaimUpdate
+
+
 class HeartbeatOp(_Body):
     op: Literal["heartbeat"]
     args: AttemptRef
@@ -277,7 +299,8 @@ class UpdateWorkerOp(_Body):
 
 
 TypedBatchOp = Annotated[
-    ClaimRolloutsOp | EnqueueRolloutsOp | AddSpansOp | UpdateAttemptOp | HeartbeatOp | UpdateWorkerOp,
+    ClaimRolloutsOp | EnqueueRolloutsOp | AddSpansOp | UpdateAttemptOp | ReportAndClaimOp | HeartbeatOp
+    | UpdateWorkerOp,
     Field(discriminator="op"),
 ]
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Self
 
 from agentbolt.store.errors import InvalidRequestError, NotFoundError
+from agentbolt.store.pagination import check_limit
 from agentbolt.types import (
     Attempt,
     AttemptStatus,
@@ -26,6 +27,7 @@ from agentbolt.types import (
     ErrorInfo,
     MetricRecord,
     Page,
+    ReportAndClaim,
     Resource,
     Resources,
     Rollout,
@@ -163,6 +165,32 @@ class Store(abc.ABC):
     ) -> Attempt:
         """Report progress or the outcome of an attempt. Re-sending the same outcome is
         a no-op. The rollout follows if the attempt is current (see lifecycle)."""
+
+    async def report_and_claim(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: AttemptStatus | None = None,
+        error: ErrorInfo | None = None,
+        metadata: dict[str, Any] | None = None,
+        worker_id: str | None = None,
+        limit: int = 1,
+        request_id: str | None = None,
+    ) -> ReportAndClaim:
+        """:meth:`update_attempt`, then :meth:`claim_rollouts` — a worker reporting the
+        outcome of one attempt and taking its next work in one call (over HTTP, one
+        round trip instead of two).
+
+        The report is applied first, so the worker's next claim sees it (a rollout it
+        requeued may come back). If the report fails, its error is raised and nothing is
+        claimed. The same ``request_id`` sent again returns the same claims and the
+        report, being idempotent, changes nothing again: a retry is safe. SQL backends
+        override this to do both in one transaction."""
+        check_limit(limit, 1000)
+        attempt = await self.update_attempt(rollout_id, attempt_id, status=status, error=error, metadata=metadata)
+        claims = await self.claim_rollouts(worker_id, limit, request_id)
+        return ReportAndClaim(attempt=attempt, claims=claims)
 
     @abc.abstractmethod
     async def heartbeat(self, rollout_id: str, attempt_id: str) -> Attempt:

@@ -70,6 +70,7 @@ def test_openapi_documents_every_route_with_summary_tag_and_typed_answer(api: ht
         ("/v1/rollouts/{rollout_id}/attempts/{attempt_id}", "GET"),
         ("/v1/rollouts/{rollout_id}/attempts/{attempt_id}", "PATCH"),
         ("/v1/rollouts/{rollout_id}/attempts/{attempt_id}/heartbeat", "POST"),
+        ("/v1/rollouts/{rollout_id}/attempts/{attempt_id}/report-and-claim", "POST"),
         ("/v1/rollouts/{rollout_id}/attempts/{attempt_id}/reward", "POST"),
         ("/v1/spans", "POST"),
         ("/v1/rollouts/{rollout_id}/spans", "GET"),
@@ -204,6 +205,44 @@ def test_claims_are_idempotent_by_request_id(api: httpx.Client) -> None:
     again = ok(api.post("/v1/claims", json={"worker_id": "w", "limit": 1, "request_id": "req-1"}))
     assert [c["attempt"]["attempt_id"] for c in again] == [c["attempt"]["attempt_id"] for c in first]
     assert ok(api.get("/v1/stats"))["queue_depth"] == 1
+
+
+def test_report_and_claim_finishes_an_attempt_and_hands_out_the_next_with_its_token(api: httpx.Client) -> None:
+    enqueue(api, {"rollout_id": "r1"}, {"rollout_id": "r2"})
+    (c,) = claim(api, "w")
+    path = f"/v1/rollouts/r1/attempts/{c['attempt']['attempt_id']}/report-and-claim"
+    body = {"status": "succeeded", "worker_id": "w", "limit": 1, "request_id": "next-1"}
+
+    done = ok(api.post(path, json=body))
+    again = ok(api.post(path, json=body))
+
+    assert done["attempt"]["status"] == "succeeded"
+    assert [x["rollout"]["rollout_id"] for x in done["claims"]] == ["r2"]
+    assert done["claims"][0]["token"].startswith("ab1.")
+    assert again["claims"][0]["attempt"] == done["claims"][0]["attempt"], "the same request id: the same claim"
+    assert ok(api.get("/v1/rollouts/r1"))["status"] == "succeeded"
+    scoped = {"Authorization": f"Bearer {done['claims'][0]['token']}"}
+    refused = api.post(path.replace("r1", "r2").replace(c["attempt"]["attempt_id"], done["claims"][0]["attempt"]
+                                                        ["attempt_id"]), json=body, headers=scoped)
+    assert refused.status_code == 403, "reporting an outcome is the runner's (admin's) job"
+    bad = api.post(path, json={**body, "limit": 0})
+    assert bad.status_code == 422
+
+
+def test_report_and_claim_in_a_batch_answers_the_attempt_and_signed_claims(api: httpx.Client) -> None:
+    enqueue(api, {"rollout_id": "r1"}, {"rollout_id": "r2"})
+    (c,) = claim(api, "w")
+    aid = c["attempt"]["attempt_id"]
+    ops = [
+        {"op": "report_and_claim", "args": {"rollout_id": "r1", "attempt_id": aid, "status": "succeeded",
+                                            "worker_id": "w"}},
+        {"op": "report_and_claim", "args": {"rollout_id": "r1", "attempt_id": "nope", "status": "succeeded"}},
+    ]
+    results = ok(api.post("/v1/batch", json={"ops": ops}))["results"]
+    assert results[0]["ok"] and results[0]["result"]["attempt"]["status"] == "succeeded"
+    (nxt,) = results[0]["result"]["claims"]
+    assert nxt["rollout"]["rollout_id"] == "r2" and nxt["token"].startswith("ab1.")
+    assert results[1] == {"ok": False, "status": 404, "error": results[1]["error"]}
 
 
 def test_reward_route_stores_a_reward_span_and_sets_the_rollout_reward(api: httpx.Client) -> None:

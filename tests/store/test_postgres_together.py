@@ -170,3 +170,30 @@ async def test_heartbeats_of_a_group_touch_each_attempt_with_one_lock_and_one_wr
         stored = await store.get_attempt(c1.rollout.rollout_id, c1.attempt.attempt_id)
         assert stored.last_heartbeat_time == results[2].last_heartbeat_time
         assert (await store.get_worker("w")).last_heartbeat_time == results[2].last_heartbeat_time
+
+
+async def test_reports_with_claims_of_a_group_are_one_lock_one_write_and_one_claim_statement() -> None:
+    from agentbolt.store.postgres import writes
+    from agentbolt.store.postgres.together import BoundOp, reports_and_claims
+
+    store = postgres_store()
+    async with store:
+        ids = [r.rollout_id for r in await store.enqueue_rollouts([RolloutCreate(input=i) for i in range(5)])]
+        (c1, c2) = await store.claim_rollouts("w1", 1), await store.claim_rollouts("w2", 1)
+        ops = [
+            BoundOp(writes.report_and_claim,
+                    (c1[0].rollout.rollout_id, c1[0].attempt.attempt_id, A.SUCCEEDED, None, None, "w1", 1, "r1")),
+            BoundOp(writes.report_and_claim,
+                    (c2[0].rollout.rollout_id, c2[0].attempt.attempt_id, A.SUCCEEDED, None, {"k": 2}, "w2", 2, None)),
+        ]
+        results, statements = await in_transaction(store, lambda conn, tx: reports_and_claims(conn, tx, ops))
+        assert statements == 3
+        assert [r.attempt.status for r in results] == [A.SUCCEEDED, A.SUCCEEDED]
+        assert results[1].attempt.metadata == {"k": 2}
+        assert [[c.rollout.rollout_id for c in r.claims] for r in results] == [ids[2:3], ids[3:5]]
+        for rid in ids[:2]:
+            assert (await store.get_rollout(rid)).status == R.SUCCEEDED
+        w2 = await store.get_worker("w2")
+        assert w2.status == WorkerStatus.BUSY and w2.current_rollout_id == ids[4]
+        replay = await store.claim_rollouts("w1", 1, "r1")
+        assert [c.attempt.attempt_id for c in replay] == [c.attempt.attempt_id for c in results[0].claims]

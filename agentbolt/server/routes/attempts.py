@@ -14,8 +14,9 @@ from agentbolt.server.routes.context import (
     RolloutIdPath,
     StoreDep,
 )
-from agentbolt.server.schemas import AttemptPatch, RewardRequest
-from agentbolt.types import Attempt, Span, now
+from agentbolt.server.routes.rollouts import sign_claims
+from agentbolt.server.schemas import AttemptPatch, ReportAndClaimRequest, RewardRequest
+from agentbolt.types import Attempt, ReportAndClaim, Span, now
 
 __all__ = ["router"]
 
@@ -48,6 +49,28 @@ async def update_attempt(
     return await store.update_attempt(
         rollout_id, attempt_id, status=body.status, error=body.error, metadata=body.metadata
     )
+
+
+@router.post(
+    "/{attempt_id}/report-and-claim",
+    response_model=ReportAndClaim,
+    summary="Report an attempt's outcome and claim the worker's next rollouts",
+    tags=["queue"],
+    dependencies=[AdminOnly],
+)
+async def report_and_claim(
+    rollout_id: RolloutIdPath, attempt_id: AttemptIdPath, body: ReportAndClaimRequest, store: StoreDep, ctx: ContextDep
+) -> ReportAndClaim:
+    """``PATCH`` of the attempt, then ``POST /v1/claims``, in one request: the answer holds
+    the attempt as reported and the new claims, each with its scoped ``token``. If the
+    report fails, nothing is claimed. Re-sending the same ``request_id`` returns the same
+    claims."""
+    done = await store.report_and_claim(
+        rollout_id, attempt_id, status=body.status, error=body.error, metadata=body.metadata,
+        worker_id=body.worker_id, limit=body.limit, request_id=body.request_id,
+    )
+    sign_claims(done.claims, await ctx.secret())
+    return done
 
 
 @router.post("/{attempt_id}/heartbeat", response_model=Attempt, summary="Keep an attempt alive")

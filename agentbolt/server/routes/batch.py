@@ -43,13 +43,14 @@ from agentbolt.server.schemas import (
     BatchResponse,
     ClaimRequest,
     EnqueueRequest,
+    ReportAndClaimUpdate,
     SpansRequest,
     TypedBatchRequest,
     WorkerUpdate,
 )
 from agentbolt.store.base import Store
 from agentbolt.store.errors import StoreError
-from agentbolt.types import Attempt, Claim, Rollout, Span, Worker
+from agentbolt.types import Attempt, Claim, ReportAndClaim, Rollout, Span, Worker
 
 __all__ = ["router", "OPS"]
 
@@ -84,6 +85,15 @@ async def _update_attempt(store: Store, ctx: ServerContext, a: AttemptUpdate) ->
     return await store.update_attempt(a.rollout_id, a.attempt_id, status=a.status, error=a.error, metadata=a.metadata)
 
 
+async def _report_and_claim(store: Store, ctx: ServerContext, a: ReportAndClaimUpdate) -> ReportAndClaim:
+    done = await store.report_and_claim(
+        a.rollout_id, a.attempt_id, status=a.status, error=a.error, metadata=a.metadata,
+        worker_id=a.worker_id, limit=a.limit, request_id=a.request_id,
+    )
+    sign_claims(done.claims, await ctx.secret())
+    return done
+
+
 async def _heartbeat(store: Store, ctx: ServerContext, a: AttemptRef) -> Attempt:
     return await store.heartbeat(a.rollout_id, a.attempt_id)
 
@@ -97,6 +107,7 @@ OPS: dict[str, _Op] = {
     "enqueue_rollouts": _Op(EnqueueRequest, TypeAdapter(list[Rollout]), _enqueue),
     "add_spans": _Op(SpansRequest, TypeAdapter(list[Span]), _add_spans),
     "update_attempt": _Op(AttemptUpdate, TypeAdapter(Attempt), _update_attempt),
+    "report_and_claim": _Op(ReportAndClaimUpdate, TypeAdapter(ReportAndClaim), _report_and_claim),
     "heartbeat": _Op(AttemptRef, TypeAdapter(Attempt), _heartbeat),
     "update_worker": _Op(WorkerUpdate, TypeAdapter(Worker), _update_worker),
 }
@@ -210,7 +221,7 @@ _BATCH_BODY = {
 async def batch(request: Request, store: StoreDep) -> Response:
     """Body ``{"ops": [{"op": "add_spans", "args": {"spans": [...]}}, ...]}`` (at most
     10,000 ops; op is one of claim_rollouts, enqueue_rollouts, add_spans,
-    update_attempt, heartbeat, update_worker). The ops run concurrently, in no
+    update_attempt, report_and_claim, heartbeat, update_worker). The ops run concurrently, in no
     particular order; each result is ``{"ok": true, "result": ...}`` or
     ``{"ok": false, "status": 404, "error": {...}}``."""
     ops = _parse(await request.body())

@@ -9,8 +9,8 @@ this exactly like a local store; the server's typed errors are raised again here
   span id, attempt updates are idempotent by design. Publishing resources is not, so it
   is retried only when the request certainly never left (connection refused). When the
   retries run out: :class:`~agentbolt.store.errors.StoreUnavailableError`.
-* **Batching.** Concurrent claims, span posts, attempt updates, heartbeats and worker
-  updates from many tasks are coalesced into ``POST /v1/batch`` requests (see
+* **Batching.** Concurrent claims, span posts, attempt updates (with or without the
+  next claim), heartbeats and worker updates from many tasks are coalesced into ``POST /v1/batch`` requests (see
   :mod:`agentbolt.store.http.batching`). Rollout-scoped tokens cannot batch, so batching
   is off for them.
 * **Event loops.** One HTTP connection pool per event loop, made on first use, so the
@@ -34,7 +34,7 @@ from urllib.parse import quote
 from pydantic import TypeAdapter
 
 from agentbolt.store.base import Store
-from agentbolt.store.errors import StoreError
+from agentbolt.store.errors import NotFoundError, StoreError
 from agentbolt.store.http.transport import HttpTransport, _dumps, _LoopState
 from agentbolt.types import (
     Attempt,
@@ -43,6 +43,7 @@ from agentbolt.types import (
     ErrorInfo,
     MetricRecord,
     Page,
+    ReportAndClaim,
     Resource,
     Resources,
     Rollout,
@@ -65,6 +66,7 @@ _ROLLOUTS = TypeAdapter(list[Rollout])
 _ROLLOUT = TypeAdapter(Rollout)
 _ROLLOUT_PAGE = TypeAdapter(Page[Rollout])
 _CLAIMS = TypeAdapter(list[Claim])
+_REPORT_AND_CLAIM = TypeAdapter(ReportAndClaim)
 _ATTEMPT = TypeAdapter(Attempt)
 _ATTEMPTS = TypeAdapter(list[Attempt])
 _SPANS = TypeAdapter(list[Span])
@@ -132,6 +134,9 @@ class HttpStore(HttpTransport, Store):
         self.max_connections = max_connections
         self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
         self._states_lock = threading.Lock()
+        self._server_reports_and_claims: bool | None = None
+        """Whether the server has ``report_and_claim`` (servers before it do not): learnt
+        from the first call, which goes alone to its route."""
 
     def __repr__(self) -> str:
         if len(self.base_urls) > 1:
@@ -260,6 +265,45 @@ class HttpStore(HttpTransport, Store):
         path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}"
         args = _dumps({"rollout_id": rollout_id, "attempt_id": attempt_id, **patch})
         return await self._op("update_attempt", args, _ATTEMPT, "PATCH", path, _dumps(patch))
+
+    async def report_and_claim(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: AttemptStatus | None = None,
+        error: ErrorInfo | None = None,
+        metadata: dict[str, Any] | None = None,
+        worker_id: str | None = None,
+        limit: int = 1,
+        request_id: str | None = None,
+    ) -> ReportAndClaim:
+        # the request id makes a retry hand back the claims of a first try whose answer was lost
+        request_id = request_id or uuid.uuid4().hex
+        body = {"status": status, "error": error, "metadata": metadata, "worker_id": worker_id, "limit": limit,
+                "request_id": request_id}
+        path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/report-and-claim"
+        if self._server_reports_and_claims is None:
+            # not known yet whether the server has the call (older ones do not): one call asks
+            # its route alone, so that a refusal fails no other call of a batch
+            async with self._state().learning:
+                if self._server_reports_and_claims is None:
+                    try:
+                        answer = await self._request("POST", path, raw_body=_dumps(body))
+                    except NotFoundError as exc:
+                        if not exc.message.startswith("no route"):
+                            raise
+                        self._server_reports_and_claims = False
+                    else:
+                        self._server_reports_and_claims = True
+                        return _REPORT_AND_CLAIM.validate_python(answer)
+        if not self._server_reports_and_claims:  # an older server: the two calls
+            return await super().report_and_claim(
+                rollout_id, attempt_id, status=status, error=error, metadata=metadata, worker_id=worker_id,
+                limit=limit, request_id=request_id,
+            )
+        args = _dumps({"rollout_id": rollout_id, "attempt_id": attempt_id, **body})
+        return await self._op("report_and_claim", args, _REPORT_AND_CLAIM, "POST", path, _dumps(body))
 
     async def heartbeat(self, rollout_id: str, attempt_id: str) -> Attempt:
         path = f"/v1/rollouts/{_seg(rollout_id)}/attempts/{_seg(attempt_id)}/heartbeat"

@@ -107,6 +107,9 @@ class _LoopState:
         self.loop = loop
         self.lanes = lanes
         self.batcher = batcher
+        self.learning = asyncio.Lock()
+        """Held by the one call that finds out whether the server has a call older servers
+        lack; the calls behind it wait for the answer."""
 
 
 class HttpTransport:

@@ -10,7 +10,9 @@ Ops that carry a ``together`` function — :class:`BoundOp` finds it in :data:`T
   order, one statement writing every changed attempt, rollout and worker
   (:func:`update_attempts`, :func:`heartbeats`);
 * **span batches**: one ``add_spans`` call over all their spans, sliced back per op (as
-  ``/v1/batch`` already does for the span ops of one request).
+  ``/v1/batch`` already does for the span ops of one request);
+* **reports with claims** (``report_and_claim``): every report as the attempt updates
+  above, then every claim in one claim statement (:func:`reports_and_claims`).
 
 Every op of a group waits for the same COMMIT, so they are concurrent calls and any
 order among them is one their callers may see; within each kind, arrival order is kept.
@@ -34,9 +36,9 @@ from agentbolt.store.postgres.row_changes import Change, run_all
 from agentbolt.store.postgres.rows import ROLLOUT_WIDTH, PgAttempt, PgRollout, fetchall
 from agentbolt.store.postgres.writes import WORKER_HEARTBEAT
 from agentbolt.store.sql.changes import apply_attempt_update, note_finish
-from agentbolt.types import Attempt, Span, now
+from agentbolt.types import Attempt, ReportAndClaim, Span, now
 
-__all__ = ["TOGETHER", "BoundOp", "heartbeats", "update_attempts"]
+__all__ = ["TOGETHER", "BoundOp", "heartbeats", "reports_and_claims", "update_attempts"]
 
 Conn = Any  # psycopg.AsyncConnection
 Together = Callable[[Conn, PgTx, Sequence["BoundOp"]], Awaitable[list[Any]]]
@@ -120,7 +122,8 @@ def _answer(a: Attempt, pair: Pair, pairs: list[Pair]) -> Attempt:
 
 async def update_attempts(conn: Conn, tx: PgTx, ops: Sequence[BoundOp]) -> list[Any]:
     """Several ``update_attempt`` calls (args: rollout id, attempt id, status, error,
-    metadata), applied in order on rows locked by one statement, written by one."""
+    metadata — and maybe more, unread), applied in order on rows locked by one
+    statement, written by one."""
     pairs: list[Pair] = [(op.args[0], op.args[1]) for op in ops]
     loaded = await _lock_pairs(conn, pairs)
     metadata_changed: set[Pair] = set()
@@ -129,7 +132,7 @@ async def update_attempts(conn: Conn, tx: PgTx, ops: Sequence[BoundOp]) -> list[
         lr, la = loaded[pair]
         r, a = lr.model, la.model
         before = r.status
-        _, _, status, error, metadata = op.args
+        status, error, metadata = op.args[2:5]
         apply_attempt_update(r, a, status, error, metadata)
         if metadata:
             metadata_changed.add(pair)
@@ -161,9 +164,20 @@ async def heartbeats(conn: Conn, tx: PgTx, ops: Sequence[BoundOp]) -> list[Any]:
     return out
 
 
+async def reports_and_claims(conn: Conn, tx: PgTx, ops: Sequence[BoundOp]) -> list[Any]:
+    """Several ``report_and_claim`` calls (args: those of ``update_attempt``, then worker
+    id, limit, request id): every report as :func:`update_attempts`, then every claim in
+    one statement (:func:`~agentbolt.store.postgres.claims.claim_together`), claimers in
+    arrival order."""
+    attempts = await update_attempts(conn, tx, ops)
+    claims = await claim_together(conn, tx, [(op.args[5], op.args[6], op.args[7]) for op in ops])
+    return [ReportAndClaim(attempt=a, claims=c) for a, c in zip(attempts, claims, strict=True)]
+
+
 TOGETHER: dict[Any, Together] = {
     writes.claim_rollouts: _claims,
     writes.update_attempt: update_attempts,
+    writes.report_and_claim: reports_and_claims,
     writes.heartbeat: heartbeats,
     writes.add_spans: _spans,
 }

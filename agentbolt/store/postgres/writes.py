@@ -65,6 +65,7 @@ from agentbolt.types import (
     Attempt,
     AttemptStatus,
     ErrorInfo,
+    ReportAndClaim,
     Resources,
     Rollout,
     RolloutCreate,
@@ -84,6 +85,7 @@ __all__ = [
     "claim_rollouts",
     "enqueue_rollouts",
     "heartbeat",
+    "report_and_claim",
     "update_attempt",
     "update_rollout",
     "update_worker",
@@ -192,6 +194,24 @@ async def update_attempt(
     return a
 
 
+async def report_and_claim(
+    conn: Conn,
+    tx: PgTx,
+    rollout_id: str,
+    attempt_id: str,
+    status: AttemptStatus | None,
+    error: ErrorInfo | None,
+    metadata: dict[str, Any] | None,
+    worker_id: str | None,
+    limit: int,
+    request_id: str | None,
+) -> ReportAndClaim:
+    """:func:`update_attempt`, then :func:`claim_rollouts`, in one transaction (a group
+    runs several together: :mod:`agentbolt.store.postgres.together`)."""
+    attempt = await update_attempt(conn, tx, rollout_id, attempt_id, status, error, metadata)
+    return ReportAndClaim(attempt=attempt, claims=await claim_rollouts(conn, tx, worker_id, limit, request_id))
+
+
 WORKER_HEARTBEAT = shape("workers", ("last_heartbeat_time",), ("worker_id",))
 
 
@@ -242,13 +262,19 @@ async def _lock_targets(conn: Conn, spans: Sequence[Span]) -> dict[SpanKey, tupl
 async def _stored_spans(
     conn: Conn, spans: Sequence[Span], targets: dict[SpanKey, tuple[PgRollout, PgAttempt]]
 ) -> dict[SpanKey, dict[str, str]]:
-    """The JSON of the batch's spans that are already stored, by key and span id."""
+    """The JSON of the batch's spans that are already stored, by key and span id. An
+    attempt that has stored no span yet (its span counter is still 0: the first batch of
+    every attempt) has none to look up; when no attempt of the batch has, nothing is read."""
     seqs, aseqs, ids = [], [], []
     for s in spans:
         lr, la = targets[(s.rollout_id, s.attempt_id)]
+        if la.next_span_seq == 0:
+            continue
         seqs.append(lr.seq)
         aseqs.append(la.model.sequence_id)
         ids.append(s.span_id)
+    if not ids:
+        return {}
     rows = await fetchall(
         conn,
         "SELECT s.rollout_seq, s.attempt_seq, s.span_id, coalesce(s.data::text, s.raw) FROM spans s "

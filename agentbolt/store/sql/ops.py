@@ -37,6 +37,7 @@ class WriteOps(Protocol):
     claim_rollouts: Op
     update_rollout: Op
     update_attempt: Op
+    report_and_claim: Op
     heartbeat: Op
     add_spans: Op
     add_resources: Op

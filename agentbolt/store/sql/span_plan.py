@@ -42,6 +42,15 @@ class SpanPlan:
     next_seq: dict[SpanKey, int] = field(default_factory=dict)
 
 
+def _numbered(span: Span, sequence_id: int) -> Span:
+    """A copy of ``span`` with its ``sequence_id``: pydantic's ``model_copy(update=...)``
+    without its generality (a third of the cost, on every span stored)."""
+    copy = span.__copy__()
+    copy.__dict__["sequence_id"] = sequence_id
+    copy.__pydantic_fields_set__.add("sequence_id")
+    return copy
+
+
 def plan_spans(
     spans: Sequence[Span],
     targets: Mapping[SpanKey, tuple[_Rollout, _Attempt]],
@@ -61,7 +70,7 @@ def plan_spans(
         sid = s.sequence_id
         if sid is None:
             sid = seq
-            s = s.model_copy(update={"sequence_id": sid})
+            s = _numbered(s, sid)
         plan.next_seq[key] = max(seq, sid) + 1
         known[key][s.span_id] = s
         lr, la = targets[key]

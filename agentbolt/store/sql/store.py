@@ -37,6 +37,7 @@ from agentbolt.types import (
     ErrorInfo,
     MetricRecord,
     Page,
+    ReportAndClaim,
     Resource,
     Resources,
     Rollout,
@@ -204,6 +205,26 @@ class SqlStore(Store):
     ) -> Attempt:
         new = AttemptStatus(status) if status is not None else None
         return await self._write(self._writes.update_attempt, rollout_id, attempt_id, new, error, metadata)
+
+    async def report_and_claim(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        *,
+        status: AttemptStatus | None = None,
+        error: ErrorInfo | None = None,
+        metadata: dict[str, Any] | None = None,
+        worker_id: str | None = None,
+        limit: int = 1,
+        request_id: str | None = None,
+    ) -> ReportAndClaim:
+        check_limit(limit, 1000)
+        new = AttemptStatus(status) if status is not None else None
+        await self._maybe_check_deadlines()
+        # both in one transaction: a claim never goes out without its report
+        return await self._write(
+            self._writes.report_and_claim, rollout_id, attempt_id, new, error, metadata, worker_id, limit, request_id
+        )
 
     async def heartbeat(self, rollout_id: str, attempt_id: str) -> Attempt:
         return await self._write(self._writes.heartbeat, rollout_id, attempt_id)

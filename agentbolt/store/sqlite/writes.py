@@ -46,6 +46,7 @@ from agentbolt.types import (
     AttemptStatus,
     Claim,
     ErrorInfo,
+    ReportAndClaim,
     Resources,
     Rollout,
     RolloutCreate,
@@ -64,6 +65,7 @@ __all__ = [
     "claim_rollouts",
     "enqueue_rollouts",
     "heartbeat",
+    "report_and_claim",
     "update_attempt",
     "update_rollout",
     "update_worker",
@@ -262,6 +264,23 @@ def update_attempt(
     _release_worker(conn, a)
     note_finish(tx, before, r)
     return a
+
+
+def report_and_claim(
+    conn: sqlite3.Connection,
+    tx: WriteTx,
+    rollout_id: str,
+    attempt_id: str,
+    status: AttemptStatus | None,
+    error: ErrorInfo | None,
+    metadata: dict[str, Any] | None,
+    worker_id: str | None,
+    limit: int,
+    request_id: str | None,
+) -> ReportAndClaim:
+    """:func:`update_attempt`, then :func:`claim_rollouts`, in one transaction."""
+    attempt = update_attempt(conn, tx, rollout_id, attempt_id, status, error, metadata)
+    return ReportAndClaim(attempt=attempt, claims=claim_rollouts(conn, tx, worker_id, limit, request_id))
 
 
 def heartbeat(conn: sqlite3.Connection, tx: WriteTx, rollout_id: str, attempt_id: str) -> Attempt:
