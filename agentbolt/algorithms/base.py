@@ -112,7 +112,7 @@ class Algorithm(abc.ABC):
 
     Optional capabilities are declared here, with what an algorithm without them means:
     ``adapter`` (its spans-to-training-data function, previewed by ``Trainer.dev``) and
-    ``data_parallel`` with :meth:`follow` (torchrun ranks > 0 join rank 0's updates)."""
+    ``data_parallel`` with :meth:`follow` (torchrun ranks > 0 join what rank 0 announces)."""
 
     #: what turns a rollout's spans into this algorithm's training data (GRPO's
     #: :class:`~agentbolt.adapters.SampleAdapter` with its ``agent_match``): ``Trainer.dev``
@@ -120,7 +120,7 @@ class Algorithm(abc.ABC):
     #: the RL adapter's)
     adapter: Callable[[list[Span]], Iterable[Any]] | None = None
     #: whether it trains data-parallel under torchrun: ranks > 0 then run :meth:`follow`
-    #: instead of :meth:`run` (GRPO); False: every rank runs :meth:`run`
+    #: instead of :meth:`run` (GRPO, SFT); False: every rank runs :meth:`run`
     data_parallel: bool = False
 
     @abc.abstractmethod
@@ -128,8 +128,10 @@ class Algorithm(abc.ABC):
         """Drive training (or evaluation) through ``ctx.store``."""
 
     async def follow(self) -> Any:
-        """On a torchrun rank > 0 of a ``data_parallel`` algorithm: take part in every update
-        rank 0 makes, until it says stop. Only called when ``data_parallel`` is True."""
+        """On a torchrun rank > 0 of a ``data_parallel`` algorithm: take part in what rank 0
+        announces — every update, and with a sharded policy every read of it
+        (:mod:`agentbolt.training.ranks`) — until it says stop. Only called when
+        ``data_parallel`` is True."""
         raise NotImplementedError(f"{type(self).__name__} does not train data-parallel (data_parallel = False)")
 
     def configure_gateway(self, config: Any) -> None:

@@ -72,6 +72,9 @@ class Engine(abc.ABC):
     #: the :class:`WeightUpdate` fields it takes: ``state_dict`` / ``lora`` (tensors),
     #: ``lora_path`` (a peft LoRA directory it reads)
     weight_formats: tuple[str, ...] = ()
+    #: whether an update may come in parts (:meth:`load_weight_part` ... :meth:`commit_weights`):
+    #: what a trainer holding its weights sharded sends, one group of weights at a time
+    supports_weight_streams: bool = False
     #: whether :meth:`rebase_loras` can make the weights served now the base of the next LoRA
     supports_rebase: bool = False
     #: the policy's tokenizer, for engines whose completions route takes token ids: the
@@ -150,6 +153,28 @@ class Engine(abc.ABC):
             "control; to train, serve the policy with the transformers engine (in-process) or with vLLM "
             "(LoRAs through lora_path=)",
         )
+
+    @property
+    def incomplete_weights(self) -> bool:
+        """Parts of an update in parts were loaded and it was not committed: the weights are
+        partly new, and the engine answers every call with a 503 until an update completes."""
+        return False
+
+    async def load_weight_part(self, update: WeightUpdate) -> None:
+        """Load one part of an update sent in parts — a partial ``state_dict`` — without
+        changing ``policy_version``; :meth:`commit_weights` ends the update. From the first
+        part on the weights are partly new, so the engine answers no call (503,
+        :attr:`incomplete_weights`) until the commit — or, if the update is abandoned, until
+        another completes. A part the engine refuses (ValueError: a key or shape the served
+        model lacks) changes nothing. Engines that cannot (``supports_weight_streams = False``)
+        raise EngineError(501)."""
+        raise EngineError(501, f"the {self.name} engine cannot load an update in parts: send the whole update to "
+                               "load_weights (full-weight sync of a sharded policy needs the transformers engine)")
+
+    async def commit_weights(self, *, version: int | None = None) -> int:
+        """End an update in parts: serve what its parts loaded as ``version`` (default: the
+        current one + 1) and return it."""
+        raise EngineError(501, f"the {self.name} engine cannot load an update in parts")
 
     def rebase_loras(self) -> None:
         """Make the weights served now (any LoRA merged in) the base of the next LoRA,

@@ -35,6 +35,11 @@ OpenAI API shapes, with token ids and logprobs, dynamic batching and weight hot-
   ``scheduler="per-batch"``) batch per batch: new requests wait for the running batch.
   Either way, weight swaps wait for the running rows, and answers carry
   ``policy_version``, the weights version the whole answer was generated with.
+* An update may come in parts (:meth:`TransformersEngine.load_weight_part`, then
+  :meth:`~TransformersEngine.commit_weights`: a sharded trainer's full weights, group by
+  group, :mod:`agentbolt.gateway.weight_stream`): each part is copied in place between
+  batches, and from the first part to the commit every request is answered 503 — also
+  after an abandoned update, until one completes.
 
 Example::
 
@@ -62,6 +67,7 @@ from agentbolt.engines.local.scheduler import (
     EngineStats,
     GenRequest,
     TokenEvent,
+    incomplete_error,
 )
 from agentbolt.engines.local.weights import (
     LoraMerger,
@@ -99,6 +105,7 @@ class TransformersEngine(Engine):
     returns_token_ids = True
     supports_weight_updates = True
     weight_formats = ("state_dict", "lora", "lora_path")
+    supports_weight_streams = True
     supports_rebase = True
 
     def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 8, batch_window_ms: float = 5,
@@ -214,13 +221,42 @@ class TransformersEngine(Engine):
             delta = ({k: v.detach().to("cpu", copy=True) for k, v in delta[0].items()}, delta[1])
 
         def apply() -> None:
-            if state_dict is not None:
-                self._lora.restore(self.model)
-                load_full(self.model, state_dict)
+            if state_dict is not None:  # a full load becomes the base of later LoRAs
+                load_full(self.model, state_dict, before=lambda: self._lora.restore(self.model))
             if delta is not None:
                 self._lora.apply(self.model, delta[0], delta[1])
 
         return await asyncio.wrap_future(self._scheduler.swap(apply, version))
+
+    async def load_weight_part(self, update: WeightUpdate) -> None:
+        """One part of an update in parts (see :meth:`Engine.load_weight_part`): a partial
+        state dict, copied into the served weights between batches (the first part puts a
+        served LoRA's base back first, as a full load does). The caller's tensors are read
+        before this returns and not kept."""
+        if update.formats != ("state_dict",):
+            raise ValueError(f"the parts of an update in parts are partial state dicts (state_dict=...), not "
+                             f"{list(update.formats) or 'nothing'}; send a LoRA whole, with load_weights")
+        state = update.state_dict
+        assert state is not None
+
+        def apply() -> None:
+            first = not self._scheduler.incomplete
+            load_full(self.model, state, before=(lambda: self._lora.restore(self.model)) if first else None)
+
+        await asyncio.wrap_future(self._scheduler.swap(apply, None, commit=False))
+
+    async def commit_weights(self, *, version: int | None = None) -> int:
+        """Serve what the parts loaded as ``version`` (see :meth:`Engine.commit_weights`)."""
+        return await asyncio.wrap_future(self._scheduler.swap(lambda: None, version))
+
+    @property
+    def incomplete_weights(self) -> bool:
+        return self._scheduler.incomplete
+
+    async def probe(self, replica: int) -> None:
+        """Taken out after a 503: back once its weights are whole again."""
+        if self._scheduler.incomplete:
+            raise incomplete_error(self.policy_version)
 
     def rebase_loras(self) -> None:
         """Make the weights served now the base of the next LoRA (the current one

@@ -15,7 +15,11 @@ fields are set is the format: engines say which they take (``Engine.weight_forma
   files; the scale is in its config): how vLLM takes LoRAs.
 
 The value only carries the weights; each engine checks what it can load and says what to
-do otherwise. The keyword spelling ``update_weights(state_dict=..., lora=..., lora_scale=...,
+do otherwise. A sharded trainer's full weights come as several such values (partial
+``state_dict`` s) of one update in parts, served together at its commit
+(:mod:`agentbolt.gateway.weight_stream`).
+
+The keyword spelling ``update_weights(state_dict=..., lora=..., lora_scale=...,
 lora_path=...)`` of engines and controls builds one of these and loads it.
 """
 

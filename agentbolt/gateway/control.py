@@ -11,6 +11,11 @@ later token carries the new one), resume — always, even when the load fails.
   through the admin route ``POST /v1/gateway/weights`` (tensors as safetensors bytes,
   or a LoRA directory the server can read).
 
+A weight update may also come in parts (a sharded trainer's full weights, one group at a
+time: :meth:`~GatewayControl.load_weight_stream`, :mod:`agentbolt.gateway.weight_stream`):
+paused and drained once, each part loaded, the version bumped at the commit — through
+``/v1/gateway/weights/streams`` for a gateway in a server.
+
 Both wait for the gateway's span writer (:meth:`~GatewayControl.flush`: in this process
 directly, in a server through ``POST /v1/gateway/flush``), and reach the engine directly
 for what a trainer checks before and after it publishes: ``completions`` (a probe, part
@@ -31,21 +36,23 @@ from __future__ import annotations
 import abc
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentbolt.engines.engine import Engine, EngineError
 from agentbolt.engines.weight_update import WeightUpdate
+from agentbolt.gateway.weight_stream import LocalWeightStream, WeightStream
 
 if TYPE_CHECKING:
     import httpx
 
     from agentbolt.gateway.gateway import Gateway
 
-__all__ = ["COMPLETIONS_ROUTE", "FLUSH_ROUTE", "REBASE_ROUTE", "WEIGHTS_ROUTE", "GatewayControl",
-           "LocalGatewayControl", "RemoteGateway"]
+__all__ = ["COMPLETIONS_ROUTE", "FLUSH_ROUTE", "REBASE_ROUTE", "WEIGHTS_ROUTE", "WEIGHT_STREAMS_ROUTE",
+           "GatewayControl", "LocalGatewayControl", "RemoteGateway", "RemoteWeightStream"]
 
 WEIGHTS_ROUTE = "/v1/gateway/weights"
+WEIGHT_STREAMS_ROUTE = "/v1/gateway/weights/streams"
 REBASE_ROUTE = "/v1/gateway/rebase"
 COMPLETIONS_ROUTE = "/v1/gateway/completions"
 FLUSH_ROUTE = "/v1/gateway/flush"
@@ -98,6 +105,31 @@ class GatewayControl(abc.ABC):
         :class:`~agentbolt.engines.weight_update.WeightUpdate` it loads."""
         update = WeightUpdate(state_dict, lora=lora, lora_scale=lora_scale, lora_path=lora_path)
         return await self.load_weights(update, version=version, drain_timeout=drain_timeout)
+
+    async def open_weight_stream(self, *, drain_timeout: float = 120.0) -> WeightStream:
+        """Pause, wait up to ``drain_timeout`` s for calls in flight, and open an update in
+        parts (:mod:`agentbolt.gateway.weight_stream`): the gateway holds every call until
+        the stream is committed or aborted."""
+        raise NotImplementedError(f"{type(self).__name__} cannot send an update in parts: publish the whole update "
+                                  "with load_weights")
+
+    async def load_weight_stream(self, parts: AsyncIterable[Mapping[str, Any]], *, version: int | None = None,
+                                 drain_timeout: float = 120.0) -> int:
+        """Load an update in parts (partial state dicts, each loaded as it comes and not
+        kept) and serve it as ``version``; return the version now served. No call is
+        answered from the first part to the commit. When a part is refused or ``parts``
+        raises, the stream is aborted and the error raised: with no part loaded the engine
+        serves its old weights; with some, it answers no call until an update completes
+        (see :mod:`agentbolt.gateway.weight_stream`)."""
+        stream = await self.open_weight_stream(drain_timeout=drain_timeout)
+        try:
+            async for part in parts:
+                await stream.send(part)
+                del part  # not held while the next part is made
+            return await stream.commit(version)
+        except BaseException:
+            await stream.abort()
+            raise
 
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
         """A ``/v1/completions`` call straight to the engine, part of no rollout and not
@@ -171,6 +203,9 @@ class LocalGatewayControl(GatewayControl):
             await asyncio.sleep(delay)
             delay = min(delay * 2, _POLL_MAX)
 
+    async def open_weight_stream(self, *, drain_timeout: float = 120.0) -> WeightStream:
+        return await LocalWeightStream.open(self.gateway, self.gateway.engine, self.drain, drain_timeout)
+
     async def load_weights(self, update: WeightUpdate, *, version: int | None = None,
                            drain_timeout: float = 120.0) -> int:
         engine = self.gateway.engine
@@ -233,6 +268,16 @@ class RemoteGateway(GatewayControl):
             return
         _raise_for(response)
 
+    async def open_weight_stream(self, *, drain_timeout: float = 120.0) -> WeightStream:
+        status = await self.status()
+        if not status.get("weight_streams"):
+            raise EngineError(501, f"the server's {status.get('engine')} engine cannot load an update in parts (or "
+                                   "the server predates them): a sharded policy's full weights can only be published "
+                                   "to the transformers engine of an agentbolt server that takes them")
+        response = await self._http().post(WEIGHT_STREAMS_ROUTE, params={"drain_timeout": drain_timeout})
+        _raise_for(response)
+        return RemoteWeightStream(self._http(), str(response.json()["stream"]))
+
     async def load_weights(self, update: WeightUpdate, *, version: int | None = None,
                            drain_timeout: float = 120.0) -> int:
         state_dict, lora, lora_scale, lora_path = update.state_dict, update.lora, update.lora_scale, update.lora_path
@@ -265,6 +310,43 @@ class RemoteGateway(GatewayControl):
             )
         _raise_for(response)
         return int(response.json()["policy_version"])
+
+
+class RemoteWeightStream(WeightStream):
+    """An update in parts held open by the server (``POST /v1/gateway/weights/streams``):
+    each part travels as one safetensors body (``.../streams/{id}/parts``), then
+    ``.../commit`` or ``DELETE .../streams/{id}``. The server aborts a stream that hears
+    nothing for its ``idle_s`` (a trainer that went away)."""
+
+    def __init__(self, http: httpx.AsyncClient, stream_id: str) -> None:
+        super().__init__()
+        self.http = http
+        self.id = stream_id
+
+    async def send(self, state_dict: Mapping[str, Any]) -> None:
+        self._check_open()
+        body = await asyncio.to_thread(safetensors_bytes, state_dict)
+        response = await self.http.post(f"{WEIGHT_STREAMS_ROUTE}/{self.id}/parts", content=body,
+                                        headers={"content-type": "application/octet-stream"})
+        del body
+        _raise_for(response)
+        self.parts += 1
+
+    async def commit(self, version: int | None = None) -> int:
+        self._check_open()
+        self.closed = True
+        params = {} if version is None else {"version": version}
+        response = await self.http.post(f"{WEIGHT_STREAMS_ROUTE}/{self.id}/commit", params=params)
+        _raise_for(response)
+        return int(response.json()["policy_version"])
+
+    async def abort(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        response = await self.http.delete(f"{WEIGHT_STREAMS_ROUTE}/{self.id}")
+        if response.status_code != 404:  # 404: the server closed it already (idle)
+            _raise_for(response)
 
 
 def safetensors_bytes(tensors: Mapping[str, Any]) -> bytes:

@@ -156,6 +156,8 @@ class Gateway:
             "pending_spans": self._recorder.pending if self._recorder is not None else 0,
             "prompts": self.history.stats.as_dict(),
             "weight_formats": list(self.engine.weight_formats),
+            "weight_streams": self.engine.supports_weight_streams,
+            "incomplete_weights": self.engine.incomplete_weights,
             "dtype": _str_or_none(self.engine.dtype),
             "device": _str_or_none(self.engine.device),
         }

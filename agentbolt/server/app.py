@@ -78,7 +78,7 @@ class BodySizeLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        weights = scope["path"] == WEIGHTS_PATH
+        weights = scope["path"] == WEIGHTS_PATH or scope["path"].startswith(WEIGHTS_PATH + "/")  # parts too
         limit = self.max_weights_bytes if weights else self.max_bytes
         setting = "max_weights_bytes" if weights else "max_body_bytes"
         for name, value in scope["headers"]:
@@ -294,11 +294,13 @@ def create_app(
     if gateway is not None:
         from agentbolt.server.routes.gateway import gateway_router  # only with a gateway: loads its engines
         from agentbolt.server.routes.gateway_admin import gateway_admin_router
+        from agentbolt.server.routes.gateway_weight_streams import weight_streams_router
 
         gateway.bind(store)
         app.state.gateway = gateway
         app.include_router(gateway_router)
         app.include_router(gateway_admin_router)
+        app.include_router(weight_streams_router)
     for router in ROUTERS:
         app.include_router(router)
     install_exception_handlers(app)

@@ -6,6 +6,13 @@ version, the task stream position and the groups in flight (their rollouts are i
 store, so a resumed async run picks them up instead of sampling them again). A
 checkpoint is written to a temporary directory and renamed into place, so a crash while
 saving leaves the previous one intact; the newest ``keep`` are kept.
+
+A sharded policy (FSDP2) is checkpointed as shards instead: ``shards/`` holds every
+rank's part of the trainable weights and of the optimizer state
+(``torch.distributed.checkpoint``, loadable on any number of ranks or in one process:
+:func:`~agentbolt.training.ranks.load_checkpoint`), and ``optimizer.pt`` only what is not
+in them (GRPO's update count). Rank 0 makes the temporary directory, every rank writes
+its shards into it, rank 0 renames it: it must be on a file system every rank sees.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +32,7 @@ __all__ = ["Checkpoint", "CheckpointManager"]
 _WEIGHTS = "trainable.safetensors"
 _OPTIMIZER = "optimizer.pt"
 _STATE = "state.json"
+_SHARDS = "shards"
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,10 @@ class Checkpoint:
     step: int
     state: dict[str, Any]
     weights: dict[str, torch.Tensor]
+    """The trainable weights (empty in a sharded checkpoint: they are in ``shards``)."""
     optimizer: dict[str, Any]
+    shards: Path | None = None
+    """A sharded checkpoint's shards (weights and optimizer state), else None."""
 
 
 class CheckpointManager:
@@ -45,8 +57,10 @@ class CheckpointManager:
         self.keep = keep
 
     def save(self, step: int, weights: dict[str, torch.Tensor], optimizer: dict[str, Any],
-             state: dict[str, Any]) -> Path:
-        """Write the checkpoint of ``step`` (atomically) and prune old ones."""
+             state: dict[str, Any], *, shards: Callable[[Path], None] | None = None) -> Path:
+        """Write the checkpoint of ``step`` (atomically) and prune old ones. ``shards``
+        (a sharded policy; ``weights`` unused): writes the shards into the directory it is
+        given, every rank joining."""
         from safetensors.torch import save_file
 
         self.root.mkdir(parents=True, exist_ok=True)
@@ -54,7 +68,10 @@ class CheckpointManager:
         tmp = self.root / f".tmp-step-{step:06d}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        save_file({k: v.contiguous() for k, v in weights.items()}, str(tmp / _WEIGHTS))
+        if shards is not None:
+            shards(tmp / _SHARDS)
+        else:
+            save_file({k: v.contiguous() for k, v in weights.items()}, str(tmp / _WEIGHTS))
         torch.save(optimizer, tmp / _OPTIMIZER)
         (tmp / _STATE).write_text(json.dumps({**state, "step": step}, indent=2, default=str))
         _fsync_dir(tmp)
@@ -84,6 +101,8 @@ class CheckpointManager:
         path = Path(path)
         state = json.loads((path / _STATE).read_text())
         optimizer = torch.load(path / _OPTIMIZER, weights_only=False)
+        if (path / _SHARDS).is_dir():
+            return Checkpoint(path, int(state["step"]), state, {}, optimizer, shards=path / _SHARDS)
         return Checkpoint(path, int(state["step"]), state, load_file(str(path / _WEIGHTS)), optimizer)
 
 

@@ -17,15 +17,22 @@ fewer micro-batches adds (a zero loss: its gradient is 0), and prompts are not s
 within a micro-batch (a shared prefix is one forward more on some ranks only).
 
 Checkpoints are sharded with ``torch.distributed.checkpoint`` (DCP): each rank writes its
-shards, and a checkpoint loads on any number of ranks, or in one process without a
-process group (:func:`save_sharded`, :func:`load_sharded`). :func:`full_state_dict`
-gathers the whole model (on rank 0) for an export as a plain Hugging Face model or
-LoRA. Without a process group nothing is sharded and the helpers act on the plain model.
+shards of the trainable weights and of the optimizer state, and a checkpoint loads on any
+number of ranks, or in one process without a process group (:func:`save_sharded`,
+:func:`load_sharded`). :func:`full_state_dict` gathers the whole model (on rank 0) for an
+export as a plain Hugging Face model or LoRA; :func:`gathered_parts` gathers it one FSDP
+group at a time, so that rank 0 can send the full weights to an engine without holding a
+second whole copy (:mod:`.publish`). Every read of the whole model is a collective: all
+ranks make it, in the same order — under ``Trainer.fit`` rank 0 announces each one to the
+others (:mod:`.ranks`). Without a process group nothing is sharded and the helpers act
+on the plain model.
+
+Verified on CPU with gloo (2 ranks, one host) only: NCCL on GPUs and several hosts are untested.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,8 +40,8 @@ import torch
 
 from agentbolt.training import distributed as dist
 
-__all__ = ["Sharding", "filler_passes", "for_fit", "full_state_dict", "gathered_model", "grad_norm", "is_sharded",
-           "load_sharded", "local_bytes", "save_sharded", "shard_model"]
+__all__ = ["Sharding", "filler_passes", "full_state_dict", "gathered", "gathered_model", "gathered_parts", "grad_norm",
+           "is_sharded", "load_sharded", "local_bytes", "save_sharded", "shard_model", "whole"]
 
 Sharding = Literal["none", "fsdp"]
 """How the policy's weights are laid out over the ranks: ``none`` (each rank holds the
@@ -45,8 +52,9 @@ def shard_model(model: Any, *, compute_dtype: torch.dtype = torch.float32) -> bo
     """Wrap ``model`` (a transformers causal LM, or a peft model of one) with
     ``fully_shard``: each transformer block, then the rest. ``compute_dtype`` other than
     float32: FSDP casts the gathered weights to it (``MixedPrecisionPolicy``), gradients
-    are reduced in float32 and the sharded (master) weights stay as they are. Returns
-    whether it sharded: without a process group there is nothing to shard over."""
+    are reduced in float32 and the sharded (master) weights stay as they are. Every rank
+    calls it, and every rank's weights are rank 0's afterwards. Returns whether it
+    sharded: without a process group there is nothing to shard over."""
     if not dist.is_distributed():
         return False
     from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
@@ -55,6 +63,9 @@ def shard_model(model: Any, *, compute_dtype: torch.dtype = torch.float32) -> bo
 
     mp = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32) \
         if compute_dtype != torch.float32 else MixedPrecisionPolicy()
+    with torch.no_grad():  # every rank starts from rank 0's weights (a fresh LoRA's initialisation is random)
+        for t in [*model.parameters(), *model.buffers()]:
+            torch.distributed.broadcast(t.data, src=0)
     for block in _blocks(model):
         fully_shard(block, mp_policy=mp)
     split = split_head(model)
@@ -165,6 +176,46 @@ def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
     return state
 
 
+def whole(t: torch.Tensor) -> torch.Tensor:
+    """The whole tensor of a shard (gathered from every rank: they all call it), or ``t``."""
+    from torch.distributed.tensor import DTensor
+
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+def gathered(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``tensors`` (shards) gathered whole, one at a time, as CPU tensors on rank 0; an
+    empty dict on the other ranks, which must call it with the same names."""
+    out = {}
+    for name, t in tensors.items():
+        full = whole(t).detach()
+        if dist.is_main():
+            out[name] = full.to("cpu")
+        del full
+    return out
+
+
+def gathered_parts(model: Any) -> Iterator[dict[str, torch.Tensor]]:
+    """The whole weights of a sharded ``model`` (its state dict, tied weights once), one
+    FSDP group at a time — each transformer block, then the backbone's and output layer's
+    own weights: ``{name: tensor}`` on CPU on rank 0, empty on the other ranks, which must
+    iterate it too (each part is gathered from all). Rank 0 holds one part at a time if the
+    caller drops each before asking for the next: the largest group, not a second model."""
+    from torch.distributed.fsdp import FSDPModule
+
+    owners = sorted((name for name, m in model.named_modules() if isinstance(m, FSDPModule)), key=len, reverse=True)
+    tied = _tied(model)
+    groups: dict[str, dict[str, torch.Tensor]] = {}
+    for key, value in model.state_dict().items():  # shards (DTensors): nothing is gathered yet
+        if key not in tied:
+            owner = next((o for o in owners if not o or key.startswith(o + ".")), "")
+            groups.setdefault(owner, {})[key] = value
+    for owner in list(groups):
+        part = gathered(groups.pop(owner))
+        yield part
+        del part
+
+
 def gathered_model(model: Any) -> Any:
     """A plain (unsharded) copy of ``model`` on rank 0, None on the others (all call it):
     the same architecture built from its config (and the same LoRA), with the
@@ -200,18 +251,27 @@ def _tied(model: Any) -> set[str]:
     return tied
 
 
+def _options() -> Any:
+    """What training changes, not a LoRA's frozen base; set back without requiring the
+    frozen weights (DCP itself refuses a checkpoint that lacks a weight asked of it)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(ignore_frozen_params=True, strict=False)
+
+
 def _states(model: Any, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
 
     if optimizer is None:
-        return {"model": get_model_state_dict(model)}
-    weights, optim = get_state_dict(model, optimizer)
+        return {"model": get_model_state_dict(model, options=_options())}
+    weights, optim = get_state_dict(model, optimizer, options=_options())
     return {"model": weights, "optimizer": optim}
 
 
 def save_sharded(directory: str | Path, model: Any, optimizer: torch.optim.Optimizer | None = None) -> Path:
-    """Write ``model``'s (and ``optimizer``'s) shards to ``directory`` with DCP: every rank
-    calls it and writes its own; one process writes the whole."""
+    """Write ``model``'s trainable weights' (and ``optimizer``'s) shards to ``directory``
+    with DCP: every rank calls it and writes its own; one process writes the whole. The
+    directory must be one every rank sees (several hosts: a shared file system)."""
     import torch.distributed.checkpoint as dcp
 
     out = Path(directory)
@@ -228,18 +288,7 @@ def load_sharded(directory: str | Path, model: Any, optimizer: torch.optim.Optim
     states = _states(model, optimizer)
     dcp.load(states, checkpoint_id=str(directory))
     if optimizer is None:
-        set_model_state_dict(model, states["model"])
+        set_model_state_dict(model, states["model"], options=_options())
     else:
-        set_state_dict(model, optimizer, model_state_dict=states["model"], optim_state_dict=states["optimizer"])
-
-
-def for_fit(sharding: Sharding) -> Sharding:
-    """``sharding`` for a policy ``Trainer.fit`` trains: ``fsdp`` across ranks is refused
-    (rank 0 publishes, checkpoints and exports the whole policy while the others wait for
-    the next update, so nobody would join FSDP's gathers); in one process it shards nothing."""
-    if sharding == "fsdp" and dist.world_size() > 1:
-        raise NotImplementedError("sharding='fsdp' under Trainer.fit is not implemented yet: publishing, checkpoints "
-                                  "and the export gather from the shards only when every rank calls them. The sharded "
-                                  "update itself works (PolicyUpdate on Policy(..., sharding='fsdp')); use "
-                                  "sharding='none' (data parallelism) with Trainer.fit")
-    return sharding
+        set_state_dict(model, optimizer, model_state_dict=states["model"], optim_state_dict=states["optimizer"],
+                       options=_options())

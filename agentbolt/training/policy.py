@@ -17,8 +17,12 @@ away. Logprobs the update compares (π_prox, π_ref) come from :meth:`Policy.inf
 no dropout, no gradient.
 
 Sharding (``sharding="fsdp"`` under ``torchrun``, :mod:`.fsdp`): the weights become FSDP2
-shards; publishing and whole-state checkpoints then refuse (they would read the whole
-policy on one rank), and :meth:`export` gathers it on rank 0.
+shards, and every read of the whole policy is a collective that every rank makes —
+:meth:`weight_parts` (full weights one FSDP group at a time, for the engine),
+:meth:`weight_update` (a LoRA, gathered), :meth:`base_weights`, :meth:`export`,
+:meth:`merged_model`, :meth:`lora_model`; the gathered tensors land on rank 0.
+Whole-state checkpoints refuse (:func:`.fsdp.save_sharded` writes shards instead), and
+so does :meth:`weight_update` for full weights (one whole copy more on rank 0: use the parts).
 """
 
 from __future__ import annotations
@@ -194,17 +198,41 @@ class Policy:
                                        prefix_group=prefix_group, positions=positions, model=ref)[0]
 
     # ------------------------------------------------------------------ weights out
+    @property
+    def weights_in_parts(self) -> bool:
+        """Whether the engine gets this policy in several parts (:meth:`weight_parts`): all
+        weights trained and sharded, so that rank 0 never gathers them all at once."""
+        return self.sharded and not self.lora
+
     def weight_update(self) -> WeightUpdate:
         """What the engine must load to serve this policy: the LoRA and its scale, or
-        the full state dict (CPU copies, safe to hand to another thread)."""
-        self._unsharded("publishing to an engine")
+        the full state dict (CPU copies, safe to hand to another thread). Sharded: the
+        LoRA gathered on rank 0 (every rank calls it; the others get an empty LoRA); full
+        weights refuse — :meth:`weight_parts` sends them without a whole copy on rank 0."""
         if self.lora:
             from agentbolt.engines.local.weights import lora_from
 
             state, scale = lora_from(self.model, None)  # the LoRA and alpha / r, as the engine reads them
+            if self.sharded:
+                state = fsdp.gathered(state)
             return WeightUpdate(lora={k: v.detach().to("cpu", torch.float32, copy=True) for k, v in state.items()},
                                 lora_scale=scale)
+        if self.sharded:
+            raise NotImplementedError("the full weights of a sharded policy are published in parts "
+                                      "(Policy.weight_parts), not gathered whole on one rank")
         return WeightUpdate({k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()})
+
+    def weight_parts(self) -> Iterator[WeightUpdate]:
+        """What the engine must load, as updates to send one after the other and commit
+        together: with :attr:`weights_in_parts`, one partial state dict per FSDP group
+        (each transformer block, then the rest: :func:`.fsdp.gathered_parts`; empty on
+        ranks other than 0, which must iterate it too); else :meth:`weight_update` alone."""
+        if not self.weights_in_parts:
+            yield self.weight_update()
+            return
+        for part in fsdp.gathered_parts(self.model):
+            yield WeightUpdate(part)
+            del part
 
     def engine_update(self) -> dict[str, Any]:
         """:meth:`weight_update` as keyword arguments: ``control.update_weights(**policy.engine_update())``."""
@@ -236,14 +264,12 @@ class Policy:
 
     def base_weights(self) -> Iterator[tuple[str, Tensor]]:
         """The weights without the LoRA, named as in the plain model (what an engine
-        serving this policy's base holds); every weight when training all of them."""
-        self._unsharded("reading the base weights")
-        if not self.lora:
-            yield from self.model.named_parameters()
-            return
-        for name, param in self.model.get_base_model().named_parameters():
+        serving this policy's base holds); every weight when training all of them.
+        Sharded: each gathered whole in turn (every rank iterates it)."""
+        named = self.model.get_base_model().named_parameters() if self.lora else self.model.named_parameters()
+        for name, param in named:
             if "lora_" not in name:
-                yield name.replace(".base_layer.", "."), param
+                yield name.replace(".base_layer.", "."), fsdp.whole(param) if self.sharded else param
 
     def merged_model(self) -> Any:
         """A plain transformers model with the LoRA merged in (a copy; training goes on).

@@ -10,12 +10,14 @@ engine samples must come from the weights the trainer holds, or the importance r
   weights (a transformers engine in float32 like the trainer, on the same device). When
   not, GRPO recomputes π_old with the trainer (:mod:`agentbolt.algorithms.grpo.update`);
 * :class:`Publisher` — sends the weights in the format the engine takes: tensors to the
-  transformers engine (here or in a server), a peft LoRA directory to engines that read
-  LoRAs from disk (vLLM's and SGLang's runtime LoRA routes); then, for an engine that reports its
-  numerics (here or in a server), compares the engine's logprobs with the trainer's on a
-  probe sequence: ``publish/max_abs_logprob_diff`` = max_t |log π_engine(y_t | y_<t) −
-  log π_θ(y_t | y_<t)| over the engine's greedy continuation y of the probe, against a
-  tolerance that depends on the dtypes (:func:`probe_tolerance`);
+  transformers engine (here or in a server) — a policy sharded over ranks sends its full
+  weights as an update in parts, one FSDP group at a time (:mod:`.sharded_publish`) —,
+  a peft LoRA directory to engines that read LoRAs from disk (vLLM's and SGLang's runtime LoRA routes);
+  then, for an engine that reports its numerics (here or in a server), compares the
+  engine's logprobs with the trainer's on a probe sequence:
+  ``publish/max_abs_logprob_diff`` = max_t |log π_engine(y_t | y_<t) − log π_θ(y_t | y_<t)|
+  over the engine's greedy continuation y of the probe, against a tolerance that depends
+  on the dtypes (:func:`probe_tolerance`);
 * :meth:`Publisher.adopt_served_base` — before a trainer that brought its own weights
   (``model=``) publishes anything: the engine's served weights must be the trainer's base
   — then they become the base of the trainer's LoRAs (``rebase_loras``), so an
@@ -35,6 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentbolt.engines.weight_update import WeightUpdate
+from agentbolt.training import ranks
+from agentbolt.training.sharded_publish import base_parts, state_dicts, stream_parts, write_lora
 
 if TYPE_CHECKING:
     from agentbolt.gateway.control import GatewayControl
@@ -85,6 +89,8 @@ class EngineInfo:
     weight_formats: tuple[str, ...]
     local: bool
     """The engine object is in this process (its model can be probed directly)."""
+    weight_streams: bool = False
+    """It takes an update in parts (a sharded policy's full weights, group by group)."""
 
     @property
     def takes_tensors(self) -> bool:
@@ -101,12 +107,13 @@ async def engine_info(control: GatewayControl) -> EngineInfo:
     if engine is not None:
         dtype, device = engine.dtype, engine.device
         return EngineInfo(engine.name, None if dtype is None else str(dtype), None if device is None else str(device),
-                          tuple(engine.weight_formats), True)
+                          tuple(engine.weight_formats), True, engine.supports_weight_streams)
     status = await control.status()
     formats = status.get("weight_formats")
     if formats is None:  # a server from before weight_formats: vLLM reads directories, the rest take tensors
         formats = ["lora_path"] if status.get("engine") == "vllm" else ["state_dict", "lora", "lora_path"]
-    return EngineInfo(status.get("engine"), status.get("dtype"), status.get("device"), tuple(formats), False)
+    return EngineInfo(status.get("engine"), status.get("dtype"), status.get("device"), tuple(formats), False,
+                      bool(status.get("weight_streams")))
 
 
 def policy_device(configured: str | None, info: EngineInfo | None) -> str:
@@ -161,12 +168,14 @@ def served_weights_gap(served: Any, policy: Any) -> tuple[int, str | None]:
     A rounding flip is not a difference; SFT's LoRA, or other weights, are."""
     import torch
 
-    mine = dict(policy.base_weights())
+    unseen = dict(served.named_parameters())
     bad, first = 0, None
     with torch.no_grad():
-        for name, weight in served.named_parameters():
-            theirs = mine.get(name)
-            if theirs is None or tuple(theirs.shape) != tuple(weight.shape):
+        for name, theirs in policy.base_weights():  # one at a time (a sharded policy gathers each in turn)
+            weight = unseen.pop(name, None)
+            if weight is None:
+                continue
+            if tuple(theirs.shape) != tuple(weight.shape):
                 bad, first = bad + weight.numel(), first or name
                 continue
             dtype = max((weight.dtype, theirs.dtype), key=lambda d: torch.finfo(d).eps)
@@ -176,6 +185,8 @@ def served_weights_gap(served: Any, policy: Any) -> tuple[int, str | None]:
             off = int((~torch.isclose(a, b, rtol=4 * eps, atol=4 * eps * scale)).sum())
             if off:
                 bad, first = bad + off, first or name
+    for name, weight in unseen.items():  # served, and not among the trainer's weights
+        bad, first = bad + weight.numel(), first or name
     return bad, first
 
 
@@ -202,6 +213,10 @@ class Publisher:
 
     def require_supported(self) -> None:
         """Raise before training when the policy cannot be published to this engine."""
+        if self.policy.weights_in_parts and self.info.takes_tensors and not self.info.weight_streams:
+            raise ValueError(f"this policy's weights are sharded over the ranks and sent to the engine in parts, which "
+                             f"the {self.info.describe()} does not take (an agentbolt server from before updates in "
+                             "parts?): update the server, or train a LoRA (lora=LoraSettings(...))")
         if self.info.takes_tensors or not self.info.weight_formats:
             return
         if "lora_path" in self.info.weight_formats and not self.policy.lora:
@@ -214,10 +229,11 @@ class Publisher:
     ) -> tuple[int | None, dict[str, Any]]:
         """Load the policy into the engine as ``version``; returns the version served and
         metrics (``publish/max_abs_logprob_diff`` when probed)."""
+        ranks.announce_read(self.policy, "publish")  # sharded: every rank joins the gathers
         if self.info.takes_tensors or not self.info.weight_formats:
-            served = await self.control.load_weights(self.policy.weight_update(), version=version)
+            served = await self._load(version)
         else:
-            path = self._save_lora(version)
+            path = await asyncio.to_thread(self._save_lora, version)
             served = await self.control.load_weights(WeightUpdate(lora_path=str(path)), version=version)
             self._prune()
         values: dict[str, Any] = {}
@@ -227,15 +243,29 @@ class Publisher:
                 values["publish/max_abs_logprob_diff"] = diff
         return served, values
 
+    async def _load(self, version: int | None) -> int:
+        """Load the policy into the engine: in one ``load_weights``, or, for a sharded
+        policy's full weights, as an update in parts (each part gathered, sent and dropped
+        before the next is gathered: :meth:`~agentbolt.training.policy.Policy.weight_parts`)."""
+        if not self.policy.weights_in_parts:
+            update = await asyncio.to_thread(self.policy.weight_update)  # sharded (a LoRA): a gather
+            return await self.control.load_weights(update, version=version)
+        return await stream_parts(self.control, state_dicts(self.policy.weight_parts()), version)
+
     def _save_lora(self, version: int | None) -> Path:
         """The LoRA as ``save_pretrained`` writes it, under ``lora_dir/v<version>``
-        (written to a temporary directory first, so a reader never sees half of it)."""
+        (written to a temporary directory first, so a reader never sees half of it).
+        Sharded: gathered first (every rank joins), written by rank 0."""
         name = f"v{version}" if version is not None else "latest"
         final = self.lora_dir / name
         tmp = self.lora_dir / f".tmp-{name}"
+        update = self.policy.weight_update() if self.policy.sharded else None  # a gather: before any write
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        self.policy.model.save_pretrained(str(tmp), safe_serialization=True)
+        if update is not None:
+            write_lora(tmp, self.policy.model, update.lora)
+        else:
+            self.policy.model.save_pretrained(str(tmp), safe_serialization=True)
         if final.exists():
             shutil.rmtree(final)
         tmp.rename(final)
@@ -263,6 +293,7 @@ class Publisher:
         engine = self.control.engine
         served = engine.local_model() if engine is not None and engine.supports_rebase else None
         if engine is not None and served is not None:
+            ranks.announce_read(self.policy, "base")  # sharded: every rank joins the gathers
             bad, first = await asyncio.to_thread(served_weights_gap, served, self.policy)
             if bad:
                 raise ServedWeightsMismatchError(self._refusal(f"{bad} weights differ beyond {engine.dtype} rounding "
@@ -278,7 +309,7 @@ class Publisher:
             values = {} if diff is None else {"publish/base_max_abs_logprob_diff": diff}
             if not numerics_match(self.policy, self.info) and self.info.takes_tensors:
                 # below the probe's 16-bit tolerance a small difference cannot be told from rounding: make it none
-                await self.control.load_weights(self._base_update())
+                await self._load_base()
                 values["publish/base_loaded"] = 1
                 return values
         else:
@@ -292,13 +323,19 @@ class Publisher:
                  "%s", self.info.describe(), values)
         return values
 
-    def _base_update(self) -> WeightUpdate:
-        """The trainer's base weights in the engine's dtype, as a full load (which the engine
-        then takes as the base of later LoRAs)."""
+    async def _load_base(self) -> None:
+        """Load the trainer's base weights into the engine, in the engine's dtype, as a full
+        load (which the engine then takes as the base of later LoRAs) — sharded, as an
+        update in parts, every rank joining the gathers."""
         import torch
 
         dtype = getattr(torch, str(self.info.dtype).removeprefix("torch."))  # third-party: torch's dtype by its name
-        return WeightUpdate({name: w.detach().to("cpu", dtype, copy=True) for name, w in self.policy.base_weights()})
+        if not self.policy.sharded:
+            await self.control.load_weights(WeightUpdate({name: w.detach().to("cpu", dtype, copy=True)
+                                                          for name, w in self.policy.base_weights()}))
+            return
+        ranks.announce_read(self.policy, "base")
+        await stream_parts(self.control, base_parts(self.policy.base_weights(), dtype), None)
 
     def _refusal(self, what: str) -> str:
         return (f"the engine ({self.info.describe()}) does not serve the weights this trainer was given with model=: "
@@ -342,6 +379,7 @@ class Publisher:
         if not out or not served:
             return None
         ids = torch.tensor([prompt + out], device=self.policy.device)
+        ranks.announce_read(self.policy, "logprobs", ids=ids.tolist())  # sharded: every rank runs this forward
         full = await asyncio.to_thread(self.policy.inference_logprobs, ids, torch.ones_like(ids))
         trained = full[0, len(prompt):].float().cpu()
         return float((trained - torch.tensor(served[: len(out)], dtype=torch.float32)).abs().max())

@@ -11,9 +11,10 @@ Around an algorithm's own steps, a run always does the same things, in this orde
    logged with the policy version it evaluated;
 5. the **steps** themselves: ``done + 1 .. total``, ended early once ``time_budget_s`` of
    training is spent;
-6. **checkpoints** after steps (the trainable weights, the optimizer, the run state);
-7. the **export** of the trained policy (``export_dir``, or ``run_dir/model``) and the
-   run's wall time for its result.
+6. **checkpoints** after steps (the trainable weights, the optimizer, the run state;
+   a sharded policy's as shards every rank writes);
+7. the **export** of the trained policy (``export_dir``, or ``run_dir/model``; a sharded
+   policy gathered by every rank, written by rank 0) and the run's wall time for its result.
 
 A run may train **several policies** (``policies=["planner", "solver"]``, one LoRA per
 agent): each keeps its files in ``run_dir/<policy>/`` (checkpoints, published versions,
@@ -36,6 +37,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from agentbolt.training import ranks
 from agentbolt.training.checkpoint import Checkpoint, CheckpointManager
 
 __all__ = ["Evaluated", "TrainingRun"]
@@ -137,12 +139,18 @@ class TrainingRun:
             yield step
 
     async def save(self, step: int, policy: Any, optimizer: dict[str, Any], state: dict[str, Any], *,
-                   of: str | None = None) -> None:
+                   of: str | None = None, sharded_optimizer: Any = None) -> None:
         """Checkpoint ``step``: the policy's trainable weights, the optimizer state, and
-        ``state`` (with the run id), off the event loop — ``of``: which policy of several."""
+        ``state`` (with the run id), off the event loop — ``of``: which policy of several.
+        A sharded policy: every rank writes its shards of the weights and of
+        ``sharded_optimizer`` (announced: :mod:`.ranks`), ``optimizer`` holding the rest."""
         checkpoints = self.checkpoints if of is None else self.policy_checkpoints[of]
-        await asyncio.to_thread(checkpoints.save, step, policy.trainable_state(), optimizer,
-                                {**state, "run_id": self.run_id})
+        state = {**state, "run_id": self.run_id}
+        if policy.sharded:
+            await asyncio.to_thread(checkpoints.save, step, {}, optimizer, state,
+                                    shards=lambda path: ranks.save_shards(policy, sharded_optimizer, path))
+            return
+        await asyncio.to_thread(checkpoints.save, step, policy.trainable_state(), optimizer, state)
 
     async def export(self, policy: Any, export_dir: str | None, *, of: str | None = None,
                      version: int | None = None) -> Path:
@@ -153,7 +161,7 @@ class TrainingRun:
         else:
             where = str(Path(export_dir) / of) if export_dir else str(self.policy_dir(of) / "model")
             what = f"policy {of} (version {version})"
-        out: Path = await asyncio.to_thread(policy.export, where)
+        out = await asyncio.to_thread(ranks.export, policy, where)  # sharded: every rank joins the gather
         self.console.print(f"[bold]{self.name}[/]: {what} saved to {out}")
         return out
 

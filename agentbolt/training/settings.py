@@ -33,8 +33,9 @@ class PolicyTrainingConfig(BaseModel):
     shards weights, gradients and optimizer state over the ranks (PyTorch's
     ``fully_shard``, :mod:`agentbolt.training.fsdp`), the update unchanged otherwise; a
     ``bfloat16`` ``dtype`` then computes through FSDP's mixed precision, weights kept in
-    float32. Checked on CPU/gloo only; ``Trainer.fit`` does not take it yet (publishing and
-    checkpoints read the whole policy on rank 0) and says so."""
+    float32. Under ``Trainer.fit`` every rank joins each read of the policy (publishing —
+    full weights in parts, one group at a time —, the probe, sharded checkpoints, the
+    export: :mod:`agentbolt.training.ranks`). Checked on CPU/gloo only (2 ranks, one host)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory). The shared-prefix forward
     needs a key/value cache, which checkpointing turns off: such micro-batches run whole."""

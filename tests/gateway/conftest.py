@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -71,8 +72,9 @@ def config() -> GatewayConfig:
     return GatewayConfig(sampling={"train": {"temperature": 1.0}, "val": {"temperature": 0.0}}, retry_backoff=0.01)
 
 
-@pytest.fixture
-def world(engine: FakeEngine, config: GatewayConfig) -> Iterator[GatewayWorld]:
+@contextlib.contextmanager
+def serving(engine: Engine, config: GatewayConfig) -> Iterator[GatewayWorld]:
+    """A server on a memory store with the gateway in front of ``engine``, as a world."""
     gateway = Gateway(engine, config)
     with serve_in_thread(MemoryStore(), admin_token=ADMIN, gateway=gateway) as url:
         w = GatewayWorld(url, engine, gateway)
@@ -80,3 +82,9 @@ def world(engine: FakeEngine, config: GatewayConfig) -> Iterator[GatewayWorld]:
             yield w
         finally:
             w.admin.close()
+
+
+@pytest.fixture
+def world(engine: FakeEngine, config: GatewayConfig) -> Iterator[GatewayWorld]:
+    with serving(engine, config) as w:
+        yield w

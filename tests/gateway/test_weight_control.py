@@ -29,7 +29,7 @@ from agentbolt.server.app import WEIGHTS_PATH
 from agentbolt.server.testing import serve_app_in_thread, serve_in_thread
 from agentbolt.store.errors import AuthenticationError, PermissionDeniedError
 from agentbolt.store.memory import MemoryStore
-from gateway.conftest import ADMIN, Attempt, GatewayWorld
+from gateway.conftest import ADMIN, Attempt, GatewayWorld, serving
 from gateway.fakes import FakeEngine
 
 MESSAGES = [{"role": "user", "content": "Say something."}]
@@ -55,22 +55,14 @@ class SwappableFake(FakeEngine):
 @pytest.fixture
 def tworld() -> Iterator[GatewayWorld]:
     model, tokenizer = tiny_model(seed=0)
-    engine = TransformersEngine(model, tokenizer, default_max_tokens=8, num_threads=1)
-    gateway = Gateway(engine, CONFIG)
-    with serve_in_thread(MemoryStore(), admin_token=ADMIN, gateway=gateway) as url:
-        w = GatewayWorld(url, engine, gateway)
+    with serving(TransformersEngine(model, tokenizer, default_max_tokens=8, num_threads=1), CONFIG) as w:
         yield w
-        w.admin.close()
 
 
 @pytest.fixture
 def fworld() -> Iterator[GatewayWorld]:
-    engine = SwappableFake()
-    gateway = Gateway(engine, CONFIG)
-    with serve_in_thread(MemoryStore(), admin_token=ADMIN, gateway=gateway) as url:
-        w = GatewayWorld(url, engine, gateway)
+    with serving(SwappableFake(), CONFIG) as w:
         yield w
-        w.admin.close()
 
 
 def _forward_logprobs(model: Any, prompt_ids: list[int], ids: list[int]) -> list[float]:

@@ -15,16 +15,12 @@ the tiny model (two blocks), with the data-parallel test's batch
   equals the one-process export.
 
 And SFT's step sharded is the one-process step; a bfloat16 update through FSDP's mixed
-precision keeps float32 weights and steps as one process under autocast does; and
-``Trainer.fit`` refuses ``sharding="fsdp"`` across ranks rather than hang.
+precision keeps float32 weights and steps as one process under autocast does.
+``Trainer.fit`` with a sharded policy: ``test_fsdp_fit.py``.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +34,7 @@ if not torch.distributed.is_available():
 from algorithms.grpo.test_distributed import adam_atol
 from safetensors.torch import load_file
 from tolerances import assert_same_sums
+from torchrun import torchrun  # noqa: E402
 
 from agentbolt.algorithms.grpo.config import GRPOConfig
 from agentbolt.algorithms.grpo.update import PolicyUpdate
@@ -51,18 +48,8 @@ rounding (up to 1e-5 here), which moves a logprob of magnitude ~5 by ~1e-6; the
 data-parallel test compares its ranks' logits with the same bound."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _torchrun(mode: str, out: Path) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), str(WORKER), mode, str(out)]
-    done = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    torchrun(WORKER, mode, str(out), timeout=180)
 
 
 @pytest.fixture(scope="module", params=["full", "lora"])
@@ -208,8 +195,3 @@ def test_a_bfloat16_update_keeps_float32_weights_and_steps_as_one_process(sft_ru
         # there), so the steps are compared in aggregate: 0.4 % of the step apart here
         apart = sum(float((weights[n] - v).abs().sum()) for n, v in one.items())
         assert apart <= 0.05 * step
-
-
-def test_trainer_fit_refuses_sharding_across_ranks(sft_runs: dict[str, Any]) -> None:
-    assert all(got["refuses_fit"] for got in sft_runs["ranks"])
-    assert fsdp.for_fit("fsdp") == "fsdp"  # one process: nothing to shard, nothing refused

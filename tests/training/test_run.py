@@ -23,6 +23,8 @@ POLICIES = ["planner", "solver"]
 class FakePolicy:
     """What a run saves and exports of a policy: its trainable weights, a model directory."""
 
+    sharded = False  # the whole policy is in this process: checkpointed whole
+
     def __init__(self, value: float) -> None:
         self.value = value
 

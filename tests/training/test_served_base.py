@@ -41,6 +41,14 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 PROBES = [[1, *range(40 + 9 * k, 90 + 9 * k)] for k in range(3)]
 
 
+def _with_lora(base: Any, tok: Any, seed: int, **kwargs: Any) -> Policy:
+    """``base`` with a fresh LoRA whose initialisation is ``seed``'s (not whatever random state
+    the tests before left: the probe differences below depend on it)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return Policy(base, tok, lora=LORA, **kwargs)
+
+
 def _with_random_lora(policy: Policy, scale: float, seed: int) -> Policy:
     with torch.no_grad():
         for name, p in policy.model.named_parameters():
@@ -75,9 +83,9 @@ async def _engine_vs_trainer(control: Any, policy: Policy) -> float:
 
 async def _sft_then_grpo(control: Any, base: Any, tok: Any, dtype: str) -> tuple[Policy, Publisher]:
     """SFT publishes a LoRA; GRPO is given SFT's export (``model=``) and adopts the served base."""
-    sft = _with_random_lora(Policy(copy.deepcopy(base), tok, lora=LORA), 0.5, seed=1)
+    sft = _with_random_lora(_with_lora(copy.deepcopy(base), tok, 1), 0.5, seed=1)
     await control.update_weights(**sft.engine_update())
-    grpo = Policy(sft.merged_model(), tok, lora=LORA, dtype=dtype)
+    grpo = _with_lora(sft.merged_model(), tok, 2, dtype=dtype)
     publisher = Publisher(control, grpo, await engine_info(control), lora_dir="unused")
     await publisher.adopt_served_base()
     return grpo, publisher
@@ -98,8 +106,8 @@ async def test_grpo_on_an_sft_export_is_served_on_top_of_sft(dtype: str, where: 
 
 
 def _sft_export(base: Any, tok: Any, dtype: str, scale: float = 0.5) -> Policy:
-    sft = _with_random_lora(Policy(copy.deepcopy(base), tok, lora=LORA), scale, seed=1)
-    return Policy(sft.merged_model(), tok, lora=LORA, dtype=dtype)
+    sft = _with_random_lora(_with_lora(copy.deepcopy(base), tok, 1), scale, seed=1)
+    return _with_lora(sft.merged_model(), tok, 2, dtype=dtype)
 
 
 @pytest.mark.parametrize("where", ["in_process", "server"])
@@ -115,7 +123,7 @@ async def test_a_trainer_given_other_weights_than_the_engine_serves_is_refused(d
             other = copy.deepcopy(base)
             with torch.no_grad():
                 other.model.norm.weight.mul_(4.0)  # sharper logits: far beyond rounding
-            given = Policy(other, tok, lora=LORA, dtype=dtype)
+            given = _with_lora(other, tok, 2, dtype=dtype)
         else:
             given = _sft_export(base, tok, dtype)
         publisher = Publisher(control, given, await engine_info(control), lora_dir="unused")
@@ -146,7 +154,7 @@ async def test_the_probe_after_a_publish_stops_the_run_in_any_dtype_and_from_a_s
     base, tok = tiny_model(seed=4, vocab="bytes", hidden=32, n_layers=2)
     engine = TransformersEngine(copy.deepcopy(base), tok, num_threads=1, dtype=DTYPES[dtype])
     async with _control(engine, "server") as control:
-        policy = Policy(copy.deepcopy(base), tok, lora=LORA, dtype=dtype)
+        policy = _with_lora(copy.deepcopy(base), tok, 2, dtype=dtype)
         info = await engine_info(control)
         publisher = Publisher(control, policy, info, lora_dir="unused")
         assert probe_tolerance(policy, info, 1e-3) == (1e-3 if dtype == "float32" else 0.5)

@@ -67,6 +67,7 @@ from agentbolt.algorithms.sandbox_metrics import sandbox_metrics
 from agentbolt.metrics.rows import why_nothing_trained
 from agentbolt.rewards.group import GroupReward, score_groups
 from agentbolt.training import distributed as dist
+from agentbolt.training import ranks
 from agentbolt.training.publish import NoGatewayError, engine_info, policy_device
 from agentbolt.training.sync import PolicySync, probe_of
 
@@ -163,12 +164,11 @@ class GRPO(Algorithm):
     def make_policy(self, control: Any, device: str | None = None) -> Any:
         """The :class:`~agentbolt.training.policy.Policy` to train: ``model`` (loaded or
         wrapped), else a copy of the weights the engine behind ``control`` serves."""
-        from agentbolt.training.fsdp import for_fit
         from agentbolt.training.policy import Policy
 
         cfg = self.config
         kw: dict[str, Any] = {"lora": cfg.lora, "dtype": cfg.dtype, "keep_reference": cfg.kl_coef > 0 or cfg.log_kl,
-                              "gradient_checkpointing": cfg.gradient_checkpointing, "sharding": for_fit(cfg.sharding),
+                              "gradient_checkpointing": cfg.gradient_checkpointing, "sharding": cfg.sharding,
                               "device": device or policy_device(cfg.device, None)}
         if isinstance(self.model, Policy):
             return self.model
@@ -246,13 +246,12 @@ class GRPO(Algorithm):
         learner.version = await control.policy_version() or 0
         found = run.resume_from(cfg.resume)
         if found is not None:
-            policy.load_trainable_state(found.weights)
-            update.load_state_dict(found.optimizer)
+            ranks.announce("resume", path=str(found.path))  # every rank loads it (sharded: together)
+            await asyncio.to_thread(_restore, found, policy, update)
             scheduler.restore(found.state["scheduler"])
             await scheduler.cancel_lost()
             done = found.step
             learner.version = await sync.resume(found.state, update.steps)
-            dist.broadcast_object({"resume": str(found.path)})
             self.console.print(f"[bold]GRPO[/]: resumed from {found.path} (step {done}, "
                                f"policy version {learner.version})")
         else:
@@ -260,8 +259,8 @@ class GRPO(Algorithm):
                 await sync.publisher.adopt_served_base()
                 learner.version = await control.policy_version() or 0  # a 16-bit server may have been given the base
             sync.start(learner.version, update.steps)
-            if dist.is_distributed():  # every rank starts from rank 0's weights (a fresh LoRA init is random)
-                dist.broadcast_object({"weights": policy.trainable_state()})
+            if dist.is_distributed() and not policy.sharded:  # every rank starts from rank 0's weights (a fresh LoRA
+                ranks.announce("weights", state=policy.trainable_state())  # init is random; sharding copies them)
         try:
             if cfg.eval_before and ctx.val_dataset and found is None:
                 result.before = await run.evaluate(lambda: self.evaluate(ctx, "before training"), 0, learner.version)
@@ -276,7 +275,8 @@ class GRPO(Algorithm):
                     if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
                         await run.save(step, policy, update.state_dict(), {"policy_version": learner.version,
                                                                            "scheduler": scheduler.state(),
-                                                                           **sync.state()})
+                                                                           **sync.state()},
+                                       sharded_optimizer=update.optimizer)
                     progress(step, values)
             result.steps = step
             result.policy_version = learner.version
@@ -286,14 +286,16 @@ class GRPO(Algorithm):
             result.export_dir = await run.export(policy, cfg.export_dir)
             await scheduler.cancel_pending()  # after a crash they stay: a resumed run picks them up
         finally:
-            dist.broadcast_object(None)  # followers stop
+            ranks.stop()  # followers stop
             await run.close()
         result.seconds = run.seconds
         return result
 
     async def follow(self) -> None:
         """Data-parallel ranks other than 0: build the same policy, then take part in
-        every update rank 0 broadcasts, until it says stop."""
+        everything rank 0 announces (:mod:`agentbolt.training.ranks`) — every update, and,
+        when the policy is sharded, every read of it (publishing, the probe, checkpoints,
+        the export) — until it says stop."""
         from agentbolt.algorithms.grpo.update import PolicyUpdate
         from agentbolt.training.checkpoint import CheckpointManager
 
@@ -301,20 +303,16 @@ class GRPO(Algorithm):
             raise ValueError("data-parallel GRPO needs GRPO(model=...) on every rank (the weights to start from)")
         policy = self.policy = await asyncio.to_thread(self.make_policy, None)
         update = PolicyUpdate(policy, self.config)
-        while True:
-            message = await asyncio.to_thread(dist.broadcast_object, None)
-            if message is None:
-                return
-            if "resume" in message:
-                found = CheckpointManager.load(message["resume"])
-                policy.load_trainable_state(found.weights)
-                update.load_state_dict(found.optimizer)
-                continue
-            if "weights" in message:
-                policy.load_trainable_state(message["weights"])
-                continue
-            update.recompute_old = bool(message.get("recompute_old", update.recompute_old))
-            await asyncio.to_thread(update.step, message["samples"], current_version=message["version"])
+
+        def train(samples: list[Any], version: int | None, recompute_old: bool) -> None:
+            update.recompute_old = recompute_old
+            update.step(samples, current_version=version)
+
+        await ranks.follow({
+            **ranks.policy_reads(policy, update.optimizer), "update": train,
+            "resume": lambda path: _restore(CheckpointManager.load(path), policy, update),
+            "weights": policy.load_trainable_state,
+        })
 
     # ------------------------------------------------------------------ one step
     async def step(self, ctx: AlgorithmContext, control: Any, learner: GRPOLearner, scheduler: GroupScheduler,
@@ -389,8 +387,7 @@ class GRPO(Algorithm):
         t_update = time.perf_counter()
         if samples:
             update = learner.update
-            dist.broadcast_object({"samples": samples, "version": learner.version,
-                                   "recompute_old": update.recompute_old})
+            ranks.announce("update", samples=samples, version=learner.version, recompute_old=update.recompute_old)
             stats = await asyncio.to_thread(update.step, samples, current_version=learner.version)
             values.update(stats.as_metrics())
             t_sync = time.perf_counter()
@@ -407,3 +404,9 @@ class GRPO(Algorithm):
                                 label=f"GRPO held-out {when}").run(ctx)
         self.console.print(f"[bold]GRPO[/] held-out {when}: {result.headline()}")
         return result
+
+
+def _restore(found: Any, policy: Any, update: PolicyUpdate) -> None:
+    """A checkpoint's weights and optimizer state into ``policy`` and ``update`` (every rank)."""
+    ranks.load_checkpoint(found, policy, update.optimizer)
+    update.load_state_dict(found.optimizer)

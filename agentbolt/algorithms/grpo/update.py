@@ -100,10 +100,16 @@ class PolicyUpdate:
         self.steps = 0
 
     def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state and the update count; a sharded policy's optimizer state
+        is not in it (every rank checkpoints its shards: :func:`~agentbolt.training.fsdp.save_sharded`)."""
+        if self.policy.sharded:
+            return {"steps": self.steps}
         return {"optimizer": self.optimizer.state_dict(), "steps": self.steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        """Put back what :meth:`state_dict` returned (the optimizer's state when it holds it)."""
+        if "optimizer" in state:
+            self.optimizer.load_state_dict(state["optimizer"])
         self.steps = int(state["steps"])
 
     def step(self, samples: Sequence[Sample], *, current_version: int | None = None) -> UpdateStats:

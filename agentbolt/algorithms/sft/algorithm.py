@@ -55,6 +55,8 @@ from agentbolt.algorithms.sft.selection import (
     load_records,
     select_rollouts,
 )
+from agentbolt.training import distributed as dist
+from agentbolt.training import ranks
 from agentbolt.training.publish import NoGatewayError, engine_info, policy_device
 from agentbolt.training.sync import PolicySync, PublishSettings, probe_of
 from agentbolt.types import Rollout, RolloutMode, RolloutStatus
@@ -100,7 +102,10 @@ class SFT(Algorithm):
     * ``rollouts`` — learn (in iteration 1) from rollouts already in the store: ``"store"``
       (every rollout there when the run starts) or their ids.
     * ``records`` — learn (in iteration 1) from chat records: a JSONL path or a list.
+
+    Under ``torchrun`` rank 0 runs the loop and the other ranks :meth:`follow` it.
     """
+    data_parallel = True  # under torchrun, ranks > 0 run follow()
 
     def __init__(self, config: SFTConfig | None = None, *, model: Any = None, tokenizer: Any = None,
                  rollouts: str | Sequence[str | Rollout] | None = None,
@@ -132,7 +137,6 @@ class SFT(Algorithm):
             config.sampling.setdefault(mode, forced)
 
     def _make_policy(self, control: Any, device: str = "cpu") -> Any:
-        from agentbolt.training.fsdp import for_fit
         from agentbolt.training.policy import Policy
 
         cfg = self.config
@@ -140,7 +144,7 @@ class SFT(Algorithm):
             "lora": cfg.lora,
             "dtype": cfg.dtype,
             "gradient_checkpointing": cfg.gradient_checkpointing,
-            "sharding": for_fit(cfg.sharding),
+            "sharding": cfg.sharding,
             "device": device,
         }
         if isinstance(self.model, Policy):
@@ -180,6 +184,8 @@ class SFT(Algorithm):
         if self._sync is not None and self.model is not None and found is None:
             await self._sync.publisher.adopt_served_base()  # its own weights: the engine must serve them
         update = SFTUpdate(policy, cfg)
+        if dist.is_distributed() and not policy.sharded and found is None:  # a fresh LoRA's init is random
+            ranks.announce("weights", state=policy.trainable_state())  # (sharding copies rank 0's weights)
         metrics = run.open_metrics(cfg.loggers, ctx.store, cfg)
         result = SFTResult(iterations=0, policy_version=None, run_dir=run_dir)
         try:
@@ -192,7 +198,8 @@ class SFT(Algorithm):
                          "not evaluate (give the Trainer an engine to do both)")
             first = 1
             if found is not None:
-                policy.load_trainable_state(found.weights)
+                ranks.announce("resume", path=str(found.path))  # every rank loads it (sharded: together)
+                await asyncio.to_thread(ranks.load_checkpoint, found, policy)
                 first = found.step + 1
                 result.n_records = list(found.state.get("n_records", []))
                 if self._sync is not None:  # under a version never used before (see training.versions)
@@ -216,9 +223,28 @@ class SFT(Algorithm):
                                                   version)
             result.export_dir = await run.export(policy, cfg.export_dir)
         finally:
+            ranks.stop()  # followers stop
             await run.close()
         result.seconds = run.seconds
         return result
+
+    async def follow(self) -> None:
+        """Ranks other than 0 under ``torchrun``: build the same policy, then take part in
+        everything rank 0 announces (:mod:`agentbolt.training.ranks`) — every iteration's
+        update (every rank runs every batch: sharded, each on its shards; else each on
+        its own copy, as rank 0) and, sharded, every read of the policy."""
+        from agentbolt.algorithms.sft.update import SFTUpdate
+        from agentbolt.training.checkpoint import CheckpointManager
+
+        if self.model is None:
+            raise ValueError("SFT under torchrun needs SFT(model=...) on every rank (the weights to start from)")
+        policy = self.policy = await asyncio.to_thread(self._make_policy, None, policy_device(None, None))
+        update = SFTUpdate(policy, self.config)
+        await ranks.follow({
+            **ranks.policy_reads(policy), "update": lambda samples, iteration: update.run(samples, iteration=iteration),
+            "resume": lambda path: ranks.load_checkpoint(CheckpointManager.load(path), policy),
+            "weights": policy.load_trainable_state,
+        })
 
     # ------------------------------------------------------------------ one iteration
     async def _iteration(self, ctx: AlgorithmContext, control: Any, policy: Any, update: Any, it: int,
@@ -260,6 +286,7 @@ class SFT(Algorithm):
             return values, version
         values.pop("selection", None)
         t_update = time.perf_counter()
+        ranks.announce("update", samples=data.samples, iteration=it)
         with self._progress(it, update.optimizer_steps(len(data.samples))) as on_step:
             stats = await asyncio.to_thread(update.run, data.samples, iteration=it, on_step=on_step)
         values.update(stats.as_metrics())

@@ -92,6 +92,8 @@ class ContinuousScheduler(BatchScheduler):
                 self._apply_swaps()
                 self.prefix.clear()
             admit = [] if swap_waiting else self._admissible()
+            if self.refuse_if_incomplete(admit):
+                admit = []
             if not self._rows and not admit:
                 continue
             try:

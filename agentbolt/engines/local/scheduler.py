@@ -6,7 +6,9 @@ prefilled in one forward pass, then decoded step by step with a shared KV cache:
 step is ONE forward pass for all rows, each row sampled with its own temperature /
 top-p / seed. Rows that finish (EOS, stop, max_tokens, client gone) leave the batch and
 the cache. Weight swaps run between batches, so each response comes from one policy
-version; queued requests wait for the swap.
+version; queued requests wait for the swap. An update in parts (swaps with
+``commit=False``) leaves the weights partly new until its commit: meanwhile every request
+is answered 503.
 
 The worker talks to asyncio callers through ``loop.call_soon_threadsafe``: each request
 gets a :class:`TokenEvent` per generated token and a final :class:`DoneEvent` (or an
@@ -34,7 +36,7 @@ from agentbolt.engines.local.sampling import (
     new_generator,
 )
 
-__all__ = ["BatchScheduler", "DoneEvent", "EngineStats", "GenRequest", "TokenEvent"]
+__all__ = ["BatchScheduler", "DoneEvent", "EngineStats", "GenRequest", "TokenEvent", "incomplete_error"]
 
 
 @dataclass
@@ -85,6 +87,13 @@ class EngineStats:
     prompt_tokens_reused: int = 0  # prompt positions whose K/V came from an earlier computation
 
 
+def incomplete_error(version: int | None) -> EngineError:
+    """What an engine whose weights are partly updated answers every call."""
+    return EngineError(503, f"this engine's weights are partly updated: an update sent in parts loaded some over "
+                            f"policy version {version} and was not committed, so it answers no call until an update "
+                            "completes; publish the weights again (a resumed training run does so first)")
+
+
 _STOP = object()
 _WAKE = object()
 
@@ -105,7 +114,10 @@ class BatchScheduler:
         self._cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         self.stats = EngineStats()
         self._inbox: queue.Queue[Any] = queue.Queue()
-        self._swaps: list[tuple[Callable[[], None], int | None, concurrent.futures.Future[int]]] = []
+        self.incomplete = False
+        """Parts of an update were loaded and not committed (:meth:`swap` with ``commit=False``):
+        the worker answers no request until a committed swap."""
+        self._swaps: list[tuple[Callable[[], None], int | None, bool, concurrent.futures.Future[int]]] = []
         self._swap_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -129,12 +141,14 @@ class BatchScheduler:
         self.start()
         self._inbox.put(request)
 
-    def swap(self, apply: Callable[[], None], version: int | None) -> concurrent.futures.Future[int]:
+    def swap(self, apply: Callable[[], None], version: int | None, *,
+             commit: bool = True) -> concurrent.futures.Future[int]:
         """Run ``apply`` in the worker between batches, then bump the version; the future
-        resolves to the new version."""
+        resolves to the new version. ``commit=False``: one part of an update in several —
+        the version stays, and the worker answers no request (503) until a committed swap."""
         fut: concurrent.futures.Future[int] = concurrent.futures.Future()
         with self._swap_lock:
-            self._swaps.append((apply, version, fut))
+            self._swaps.append((apply, version, commit, fut))
         self.start()
         self._inbox.put(_WAKE)
         return fut
@@ -143,14 +157,24 @@ class BatchScheduler:
     def _apply_swaps(self) -> None:
         with self._swap_lock:
             swaps, self._swaps = self._swaps, []
-        for apply, version, fut in swaps:
+        for apply, version, commit, fut in swaps:
             try:
                 apply()
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 fut.set_exception(exc)
                 continue
-            self.policy_version = version if version is not None else self.policy_version + 1
+            if commit:
+                self.policy_version = version if version is not None else self.policy_version + 1
+            self.incomplete = not commit
             fut.set_result(self.policy_version)
+
+    def refuse_if_incomplete(self, requests: list[GenRequest]) -> bool:
+        """While the weights are partly updated, answer ``requests`` with a 503; whether it did."""
+        if not self.incomplete:
+            return False
+        for r in requests:
+            r.send(incomplete_error(self.policy_version))
+        return True
 
     def _run(self) -> None:
         if self.num_threads:
@@ -179,7 +203,7 @@ class BatchScheduler:
                     batch.append(nxt)
             self._apply_swaps()  # a swap that arrived during the window goes first
             batch = [r for r in batch if not r.cancelled]
-            if batch:
+            if batch and not self.refuse_if_incomplete(batch):
                 try:
                     with torch.inference_mode():
                         self._generate(batch)

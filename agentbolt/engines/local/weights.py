@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +35,14 @@ def _strip(key: str) -> str:
     return key
 
 
-def load_full(model: torch.nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
+def load_full(model: torch.nn.Module, state_dict: Mapping[str, torch.Tensor], *,
+              before: Callable[[], object] | None = None) -> None:
     """Copy ``state_dict`` into ``model`` in place (a subset of parameters is fine).
 
     Keys may carry peft's ``base_model.model.`` prefix (a merged peft model) or DDP /
     compile prefixes. Unknown keys raise ValueError so a wrong checkpoint is not silently
-    half-loaded.
+    half-loaded: every key and shape is checked before the first weight is copied, and
+    ``before`` (e.g. putting a LoRA's base weights back) runs once they are.
     """
     own = model.state_dict()
     clean = {_strip(k): v for k, v in state_dict.items()}
@@ -49,11 +51,14 @@ def load_full(model: torch.nn.Module, state_dict: Mapping[str, torch.Tensor]) ->
         raise ValueError(f"update_weights got {len(unknown)} keys the served model does not have "
                          f"(e.g. {unknown[:3]}); pass the state dict of the same architecture, or use lora= for "
                          "LoRAs")
+    for k, v in clean.items():  # all checked before any is copied: a refused state dict changes nothing
+        if own[k].shape != v.shape:
+            raise ValueError(f"update_weights: {k} has shape {tuple(v.shape)}, the served model has "
+                             f"{tuple(own[k].shape)}")
+    if before is not None:
+        before()
     with torch.no_grad():
         for k, v in clean.items():
-            if own[k].shape != v.shape:
-                raise ValueError(f"update_weights: {k} has shape {tuple(v.shape)}, the served model has "
-                                 f"{tuple(own[k].shape)}")
             own[k].copy_(v.to(device=own[k].device, dtype=own[k].dtype))
 
 

@@ -12,6 +12,8 @@
   ``{"lora_path": <LoRA directory the server can read>, "version": N}``.
   Answers ``{"policy_version": N}``; 400 for a body the engine refuses, 501 for an
   engine that cannot load weights, 504 when calls stay in flight past ``drain_timeout``.
+  An update in parts has routes of its own (``/v1/gateway/weights/streams``:
+  :mod:`.gateway_weight_streams`).
 * ``POST /v1/gateway/chat/completions``, ``POST /v1/gateway/completions``: a call
   straight to the engine, part of no rollout and not recorded (an algorithm using the
   run's model as a helper, e.g. APO's critic; a trainer probing what the engine serves).
@@ -42,7 +44,7 @@ from agentbolt.server.auth import principal_of
 from agentbolt.server.routes.gateway import json_object, openai_error, openai_error_response
 from agentbolt.store.errors import StoreError
 
-__all__ = ["gateway_admin_router"]
+__all__ = ["admin_gateway", "gateway_admin_router", "tensors_of", "weights_lock"]
 
 _NO_GATEWAY = ("this server has no gateway: start it with one (create_app(store, gateway=...), "
                "agentbolt server --engine ...)")
@@ -50,7 +52,7 @@ _NO_GATEWAY = ("this server has no gateway: start it with one (create_app(store,
 gateway_admin_router = APIRouter(tags=["gateway"])
 
 
-def _admin(request: Request, action: str) -> Gateway | Response:
+def admin_gateway(request: Request, action: str) -> Gateway | Response:
     """The app's gateway for an admin call (``action`` names what a non-admin token is
     refused), or the error to answer: 401/403 for such a token, 404 when the app has no
     gateway."""
@@ -69,7 +71,7 @@ async def _admin_status(request: Request, action: str,
     """What the status-answering admin routes share: admin only (``action`` names what was
     refused), then ``change`` the gateway (it may answer an error instead), then answer its
     status."""
-    gateway = _admin(request, action)
+    gateway = admin_gateway(request, action)
     if isinstance(gateway, Response):
         return gateway
     if change is not None:
@@ -121,7 +123,7 @@ async def flush(request: Request) -> Response:
     return await _admin_status(request, "flushing the gateway's spans", _flush)
 
 
-def _weights_lock(request: Request) -> asyncio.Lock:
+def weights_lock(request: Request) -> asyncio.Lock:
     """One weight update at a time per server (a second one waits for the first)."""
     lock: asyncio.Lock | None = getattr(request.app.state, "weights_lock", None)  # third-party: Starlette's app.state
     if lock is None:
@@ -135,6 +137,21 @@ def _read_safetensors(data: bytes) -> dict[str, Any]:
     return load(data)
 
 
+async def tensors_of(data: bytes) -> dict[str, Any] | Response:
+    """The tensors of a safetensors request body, or the 400 to answer (an empty body, or not safetensors)."""
+    if not data:
+        return openai_error(400, "the request body is empty: send the weights as safetensors bytes",
+                            "invalid_request_error")
+    try:
+        return await asyncio.to_thread(_read_safetensors, data)
+    except Exception as exc:  # noqa: BLE001 - any parse failure is the client's body
+        return openai_error(
+            400,
+            f"the body is not a safetensors blob ({exc}): serialise the tensors with safetensors.torch.save",
+            "invalid_request_error",
+        )
+
+
 @gateway_admin_router.post(WEIGHTS_ROUTE, summary="Pause, drain, load new weights into the engine, resume")
 async def weights(
     request: Request,
@@ -146,7 +163,7 @@ async def weights(
     """Body: safetensors bytes (``application/octet-stream``; ``kind``: ``full`` = a full or
     partial state dict, ``lora`` = a peft LoRA state dict with ``lora_scale`` = alpha / r)
     or JSON ``{"lora_path": ..., "version": ...}``. Answers ``{"policy_version": N}``."""
-    gateway = _admin(request, "updating the model's weights")
+    gateway = admin_gateway(request, "updating the model's weights")
     if isinstance(gateway, Response):
         return gateway
     if not gateway.engine.supports_weight_updates:
@@ -174,20 +191,12 @@ async def weights(
                 return openai_error(400, "version must be an integer", "invalid_request_error")
             version = body["version"]
     else:
-        if not data:
-            return openai_error(400, "the request body is empty: send the weights as safetensors bytes",
-                                 "invalid_request_error")
-        try:
-            tensors = await asyncio.to_thread(_read_safetensors, data)
-        except Exception as exc:  # noqa: BLE001 - any parse failure is the client's body
-            return openai_error(
-                400,
-                f"the body is not a safetensors blob ({exc}): serialise the tensors with safetensors.torch.save",
-                "invalid_request_error",
-            )
+        tensors = await tensors_of(data)
+        if isinstance(tensors, Response):
+            return tensors
         del data
         update = WeightUpdate(lora=tensors, lora_scale=lora_scale) if kind == "lora" else WeightUpdate(tensors)
-    async with _weights_lock(request):
+    async with weights_lock(request):
         try:
             new_version = await LocalGatewayControl(gateway).load_weights(update, version=version,
                                                                           drain_timeout=drain_timeout)
@@ -216,7 +225,7 @@ async def admin_completions(request: Request) -> Response:
 
 
 async def _admin_call(request: Request, kind: Literal["chat", "completions"]) -> Response:
-    gateway = _admin(request, "calling the engine outside a rollout")
+    gateway = admin_gateway(request, "calling the engine outside a rollout")
     if isinstance(gateway, Response):
         return gateway
     try:

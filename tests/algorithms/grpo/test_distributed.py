@@ -9,10 +9,6 @@ unchanged, gives the one-process result.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +19,16 @@ pytest.importorskip("peft")
 if not torch.distributed.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
-from algorithms.grpo import dp_worker
 from tolerances import assert_same_sums, reduction_atol
+from torchrun import torchrun  # noqa: E402
+
+from algorithms.grpo import dp_worker
 
 WORKER = Path(dp_worker.__file__)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _torchrun(mode: str, out: Path, timeout: float) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), str(WORKER), mode, str(out)]
-    done = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    torchrun(WORKER, mode, str(out), timeout=timeout)
 
 
 def adam_atol(stats: list[dict[str, Any]], name: str) -> float:

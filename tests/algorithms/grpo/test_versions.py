@@ -126,6 +126,7 @@ class _Control:
 
 class _Policy:
     lora = True
+    sharded = weights_in_parts = False
 
     def weight_update(self) -> WeightUpdate:
         return WeightUpdate(lora={}, lora_scale=1.0)
