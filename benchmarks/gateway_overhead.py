@@ -11,13 +11,18 @@ Measured in one run:
 * latency at 1 connection, engine direct vs through the gateway (the rollout's URL with
   its scoped token): p50 / p99 and the **added** p50 / p99;
 * proxied non-streaming requests/s at 16 connections (and the engine alone for scale);
-* spans stored == calls answered (every call recorded).
+* spans stored == calls answered (every call recorded);
+* with ``--peer``: the same through the reference peer, Agent Lightning's LLM proxy
+  (``peer/agentlightning_gateway_peer.py``, run by the peer virtualenv that
+  ``peer/setup.sh`` makes: Agent Lightning 0.3.0, whose 1.0 needs Python >= 3.12),
+  in front of the same engine, measured in the same run.
 
-Targets: added p50 <= 1 ms at 1 connection; >= 1,000 req/s and p99 <= 25 ms at 16
+Targets: added p50 <= 0.5 ms at 1 connection (issue 36; 1 ms before); >= 1,000 req/s and p99 <= 25 ms at 16
 connections (issue 19: no long tails).
 
     python benchmarks/gateway_overhead.py                # 5 s per cell
     python benchmarks/gateway_overhead.py --smoke --json # ~1 s per cell, for CI
+    python benchmarks/gateway_overhead.py --peer         # and Agent Lightning's proxy
 """
 
 from __future__ import annotations
@@ -41,10 +46,11 @@ from typing import Any
 import httpx
 from canned_answer import CHAT_ANSWER, MODEL  # benchmarks/ is on sys.path when run as a script
 
-TARGET_ADDED_P50_MS = 1.0
+TARGET_ADDED_P50_MS = 0.5
 TARGET_RPS = 1000.0
 TARGET_P99_16_MS = 25.0
 ADMIN = "bench-admin"
+PEER_PYTHON = Path(__file__).resolve().parent.parent / ".bench-venv-peer" / "bin" / "python"
 BODY = json.dumps(
     {
         "model": MODEL,
@@ -172,6 +178,33 @@ def _process(args: list[str], port: int, what: str) -> Iterator[subprocess.Popen
             proc.kill()
 
 
+@contextlib.contextmanager
+def _peer(python: str, port: int, engine_url: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Agent Lightning's LLM proxy on ``port``: yields its call URL, its token and a dict
+    that holds ``spans`` (the spans it stored) once the block is left."""
+    script = Path(__file__).resolve().parent / "peer" / "agentlightning_gateway_peer.py"
+    proc = subprocess.Popen([python, str(script), str(port), engine_url, MODEL], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    after: dict[str, Any] = {}
+    try:
+        assert proc.stdout is not None
+        line = "-"
+        while line and not line.startswith('{"rollout_id"'):  # its ids once it serves (LiteLLM prints banners)
+            line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the peer proxy did not start ({python} {script})")
+        ids = json.loads(line)
+        url = f"http://127.0.0.1:{port}/rollout/{ids['rollout_id']}/attempt/{ids['attempt_id']}/v1/chat/completions"
+        yield url, ids["token"], after
+    finally:
+        proc.terminate()
+        try:
+            out, _ = proc.communicate(timeout=30)
+            after.update(*(json.loads(x) for x in out.splitlines() if x.startswith('{"spans"')))
+        except (subprocess.TimeoutExpired, ValueError):
+            proc.kill()
+
+
 # ----------------------------------------------------------------------------- load
 _LUA = """
 wrk.method = "POST"
@@ -195,7 +228,8 @@ def run_wrk(url: str, token: str, connections: int, seconds: float) -> dict[str,
         script = f.name
     try:
         out = subprocess.run(
-            ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", "-s", script, url],
+            ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "30s", "--latency", "-s",
+             script, url],
             capture_output=True,
             text=True,
             check=True,
@@ -203,7 +237,7 @@ def run_wrk(url: str, token: str, connections: int, seconds: float) -> dict[str,
         ).stdout
     finally:
         os.unlink(script)
-    pct = dict(re.findall(r"^\s+(50|99)(?:\.000)?%\s+(\S+)$", out, re.MULTILINE))
+    pct = dict(re.findall(r"^\s+(50|99)(?:\.000)?%\s+(\S+)\s*$", out, re.MULTILINE))  # "1.08s " ends in a space
     requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors = re.search(r"Socket errors: (.*)", out)
@@ -272,6 +306,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON line with the results")
     parser.add_argument("--client", choices=["auto", "wrk", "python"], default="auto")
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite", help="the server's store")
+    parser.add_argument("--peer", nargs="?", const=str(PEER_PYTHON), default=None, metavar="PYTHON",
+                        help="also measure Agent Lightning's LLM proxy, run by this Python (default: the peer venv's)")
     parser.add_argument("--serve-engine", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-gateway", nargs=3, metavar=("PORT", "ENGINE_URL", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -312,6 +348,20 @@ def main() -> None:
             g1 = load(client, proxied, token, 1, seconds)
             d16 = load(client, direct, token, 16, seconds)
             g16 = load(client, proxied, token, 16, seconds)
+            peer: dict[str, Any] = {}
+            if args.peer:
+                with _peer(args.peer, _free_port(), engine_url) as (peer_url, peer_token, after):
+                    for _ in range(3):  # its first call takes seconds (LiteLLM sets up its router)
+                        httpx.post(peer_url, content=BODY, headers={"Authorization": f"Bearer {peer_token}",
+                                   "Content-Type": "application/json"}, timeout=120).raise_for_status()
+                    load(client, peer_url, peer_token, 4, min(1.0, seconds))
+                    p1 = load(client, peer_url, peer_token, 1, seconds)
+                    p16 = load(client, peer_url, peer_token, 16, seconds)
+                peer = {"peer_p50_ms": p1["p50_ms"], "peer_p99_ms": p1["p99_ms"],
+                        "peer_added_p50_ms": p1["p50_ms"] - d1["p50_ms"],
+                        "peer_added_p99_ms": p1["p99_ms"] - d1["p99_ms"],
+                        "peer_rps_1": p1["rps"], "peer_rps_16": p16["rps"], "peer_p99_ms_16": p16["p99_ms"],
+                        "peer_non_2xx": p1["non_2xx"] + p16["non_2xx"], "peer_spans": after.get("spans")}
 
             deadline = time.monotonic() + 30  # spans are written in the background
             answered = g1["requests"] + g16["requests"]
@@ -344,11 +394,14 @@ def main() -> None:
         "every_call_recorded": spans >= answered and g1["non_2xx"] + g16["non_2xx"] == 0,
         "target_p99_ms_16": TARGET_P99_16_MS,
         "p99_16_ok": g16["p99_ms"] <= TARGET_P99_16_MS,
+        **peer,
     }
     if args.json:
         print(json.dumps(result))
         return
-    ok = lambda good: "ok" if good else "MISSED"
+    def ok(good: bool) -> str:
+        return "ok" if good else "MISSED"
+
     print(
         f"gateway overhead over a zero-latency engine ({client}, {args.store} store, {seconds:g} s per cell, "
         f"{os.cpu_count()} cores)"
@@ -373,6 +426,13 @@ def main() -> None:
         f"  recorded     : {spans} spans for {answered} answered calls, {result['non_2xx']} non-2xx "
         f"({ok(result['every_call_recorded'])})"
     )
+    if peer:
+        print(
+            f"  peer (Agent Lightning's LLM proxy): p50 {peer['peer_p50_ms']:.3f} ms (added "
+            f"{peer['peer_added_p50_ms']:.3f}), p99 {peer['peer_p99_ms']:.3f} ms at 1 connection; "
+            f"{peer['peer_rps_16']:.0f} req/s, p99 {peer['peer_p99_ms_16']:.2f} ms at 16; "
+            f"{peer['peer_spans']} spans stored, {peer['peer_non_2xx']} non-2xx"
+        )
 
 
 if __name__ == "__main__":

@@ -108,9 +108,10 @@ def build_span(record: CallRecord) -> Span:
 class SpanRecorder:
     """Writes call records to a store in batches from a background task.
 
-    :meth:`add` never waits. A failed write is retried with backoff (``add_spans`` is
-    idempotent by span id), so no span is lost while the store comes back;
-    :meth:`close` writes what is left.
+    :meth:`add` never waits. Spans are written once per ``flush_interval`` (sooner when
+    ``batch_size`` are pending), those of calls answered during a write with the next
+    one. A failed write is retried with backoff (``add_spans`` is idempotent by span id),
+    so no span is lost while the store comes back; :meth:`close` writes what is left.
 
     A record's span is built in the event loop's next turn (after the response it
     records has been written), not when its batch is written: a record holds the
@@ -183,15 +184,23 @@ class SpanRecorder:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.flush_interval)
             self._wake.clear()
-            await self._write_all()
+            await self._write_all(settled=False)
 
-    async def _write_all(self) -> None:
+    async def _write_all(self, *, settled: bool = True) -> None:
+        """Write the pending spans. ``settled``: until none is pending, those of calls
+        answered meanwhile included (a flush, a close); else only those pending now — the
+        spans that come during a write wait for the next one, ``flush_interval`` later (or
+        a full batch): writing again at once would make one small transaction per store
+        round trip, and each costs the writer thread CPU (its GIL with it) and an fsync."""
         delay = 0.05
+        left = len(self._pending)
         while self._pending or self._unbuilt:
+            if not settled and left <= 0:
+                return
             if not self._pending:
                 await asyncio.sleep(0)  # the spans of the last records are built in this turn
                 continue
-            batch = self._pending[: self.batch_size]
+            batch = self._pending[: self.batch_size if settled else min(self.batch_size, left)]
             try:
                 await self.store.add_spans(batch)
             except Exception:
@@ -207,6 +216,7 @@ class SpanRecorder:
                 continue
             del self._pending[: len(batch)]
             self.written += len(batch)
+            left -= len(batch)
             delay = 0.05
         if not self._pending and not self._unbuilt:
             self._idle.set()

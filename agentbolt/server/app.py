@@ -2,7 +2,8 @@
 :func:`run_server` to run it.
 
 Layers, outside in: telemetry (timing by route template) → error guard (a crash is a
-logged 500, never a dropped connection) → body-size limit → authentication → routes.
+logged 500, never a dropped connection) → body-size limit → authentication → (with a
+gateway: its model calls, answered without the router, :mod:`.gateway_fast_path`) → routes.
 The lifespan starts the store, checks deadlines in the background, and closes the store;
 while the app runs, the startup heap is frozen out of garbage collection (:mod:`.gc_freeze`).
 """
@@ -33,6 +34,7 @@ from agentbolt.server.errors import (
     error_response,
     install_exception_handlers,
 )
+from agentbolt.server.gateway_fast_path import GatewayFastPath
 from agentbolt.server.routes import ROUTERS
 from agentbolt.server.routes.context import ServerContext
 from agentbolt.server.schemas import TypedBatchRequest
@@ -292,7 +294,10 @@ def create_app(
     )
     app.state.agentbolt = ctx
     if gateway is not None:
-        from agentbolt.server.routes.gateway import gateway_router  # only with a gateway: loads its engines
+        from agentbolt.server.routes.gateway import (  # only with a gateway: loads its engines
+            PROXY_ROUTES,
+            gateway_router,
+        )
         from agentbolt.server.routes.gateway_admin import gateway_admin_router
         from agentbolt.server.routes.gateway_weight_streams import weight_streams_router
 
@@ -301,6 +306,8 @@ def create_app(
         app.include_router(gateway_router)
         app.include_router(gateway_admin_router)
         app.include_router(weight_streams_router)
+        # the innermost middleware (added first): model calls skip the router, same answers
+        app.add_middleware(GatewayFastPath, routes=PROXY_ROUTES)
     for router in ROUTERS:
         app.include_router(router)
     install_exception_handlers(app)

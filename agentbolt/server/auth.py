@@ -51,6 +51,9 @@ PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-re
 PRINCIPAL_KEY = "agentbolt.principal"
 """Where the authenticated caller is kept in the ASGI scope."""
 
+VERIFIED_TOKENS = 4096
+"""How many verified scoped tokens :class:`AuthMiddleware` remembers (one per attempt calling)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Principal:
@@ -136,6 +139,10 @@ class AuthMiddleware:
         self.app = app
         self.admin_token = admin_token
         self._secret = secret
+        #: scoped tokens already verified, by ``Authorization`` value: an agent sends the same
+        #: token with each of its calls, and its HMAC need not be checked again (the secret
+        #: never changes while the app runs); bounded, the oldest forgotten first
+        self._verified: dict[str, Principal] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
@@ -153,9 +160,14 @@ class AuthMiddleware:
             scope[PRINCIPAL_KEY] = ADMIN
             await self.app(scope, receive, send)
             return
+        principal = self._verified.get(authorization) if authorization is not None else None
+        if principal is not None:
+            scope[PRINCIPAL_KEY] = principal
+            await self.app(scope, receive, send)
+            return
         try:
             secret = await self._secret()
-            scope[PRINCIPAL_KEY] = authenticate(authorization, self.admin_token, secret)
+            scope[PRINCIPAL_KEY] = principal = authenticate(authorization, self.admin_token, secret)
         except StoreError as exc:
             headers = [(b"content-type", b"application/json")]
             if exc.status_code == 401:
@@ -169,6 +181,10 @@ class AuthMiddleware:
             await send({"type": "http.response.start", "status": exc.status_code, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
+        if principal.scope is not None and authorization is not None:
+            if len(self._verified) >= VERIFIED_TOKENS:
+                del self._verified[next(iter(self._verified))]
+            self._verified[authorization] = principal
         await self.app(scope, receive, send)
 
 

@@ -10,6 +10,7 @@ exact for every backend and cost nothing between scrapes.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -55,13 +56,19 @@ class ServerTelemetry:
         )
         self._store = _StoreCollector()
         self.registry.register(self._store)
+        #: the labelled series of each (method, route, status) seen, looked up once
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one answered request. ``route`` should be the route template
         (``/v1/rollouts/{rollout_id}``), not the raw path, to keep label values few."""
-        labels = (method.upper(), route, f"{status // 100}xx")
-        self._request_duration.labels(*labels).observe(seconds)
-        self._requests.labels(*labels).inc()
+        key = (method, route, status)
+        series = self._series.get(key)
+        if series is None:
+            labels = (method.upper(), route, f"{status // 100}xx")
+            series = self._series[key] = (self._request_duration.labels(*labels), self._requests.labels(*labels))
+        series[0].observe(seconds)
+        series[1].inc()
 
     def spans_ingested(self, n: int) -> None:
         """Count ``n`` spans received."""

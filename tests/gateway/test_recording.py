@@ -139,6 +139,37 @@ async def test_spans_are_written_in_batches_and_survive_store_hiccups() -> None:
     await recorder.close()
 
 
+class SlowStore(MemoryStore):
+    """Takes ``seconds`` per write of spans, like a store that fsyncs; keeps each write's size."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.writes: list[int] = []
+
+    async def add_spans(self, spans: Sequence[Span]) -> list[Span]:
+        self.writes.append(len(spans))
+        await asyncio.sleep(self.seconds)
+        return await super().add_spans(spans)
+
+
+async def test_calls_answered_during_a_write_wait_for_the_next_interval_not_a_write_of_their_own() -> None:
+    store = SlowStore(seconds=0.1)
+    rid, aid = await _claimed(store)
+    recorder = SpanRecorder(store, batch_size=1000, flush_interval=0.5)
+    recorder.start()
+    recorder.add(_record(rid, aid, 0))
+    while not store.writes:  # the first interval ends: its one span is being written
+        await asyncio.sleep(0.01)
+    for i in range(1, 6):
+        recorder.add(_record(rid, aid, i))
+    await asyncio.sleep(0.3)  # the write is done; the next interval is not over
+    assert store.writes == [1]
+    await asyncio.wait_for(recorder.flush(), 10)
+    assert store.writes == [1, 5] and len(await store.get_spans(rid)) == 6
+    await recorder.close()
+
+
 async def test_close_writes_what_is_pending() -> None:
     store = FlakyStore(failures=0)
     rid, aid = await _claimed(store)

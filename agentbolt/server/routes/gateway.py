@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import orjson
 from fastapi import APIRouter, Request, WebSocket
+from fastapi.routing import APIRoute
 from starlette.responses import Response, StreamingResponse
 
 from agentbolt.engines.engine import EngineError
@@ -42,8 +43,8 @@ from agentbolt.gateway.responses import create_response, delete_response, retrie
 from agentbolt.server.auth import principal_of
 from agentbolt.store.errors import StoreError
 
-__all__ = ["ATTEMPT_HEADER", "ROLLOUT_HEADER", "gateway_of", "gateway_router", "json_object", "openai_error",
-           "openai_error_response"]
+__all__ = ["ATTEMPT_HEADER", "PROXY_ROUTES", "ROLLOUT_HEADER", "gateway_of", "gateway_router", "json_object",
+           "openai_error", "openai_error_response"]
 
 ROLLOUT_HEADER = "x-agentbolt-rollout-id"
 ATTEMPT_HEADER = "x-agentbolt-attempt-id"
@@ -374,3 +375,9 @@ async def models(request: Request) -> Response:
 @gateway_router.get("/v1/models/{model_id:path}", summary="One model served by the gateway's engine")
 async def model(request: Request, model_id: str) -> Response:
     return await _model(request, model_id, None, None)
+
+
+_PROXY_ENDPOINTS = (rollout_chat, rollout_completions, rollout_responses, chat, completions, responses)
+PROXY_ROUTES = tuple(r for r in gateway_router.routes if isinstance(r, APIRoute) and r.endpoint in _PROXY_ENDPOINTS)
+"""The model-call routes (``POST``): what :class:`agentbolt.server.gateway_fast_path.GatewayFastPath` answers
+without the router."""
