@@ -9,10 +9,12 @@ free), attention runs per group over a preallocated buffer, and the output head 
 for the positions whose next token is sampled.
 
 The weights are the model's own modules (``q_proj``, the MLP's projections, the norms,
-``rotary_emb``, ``lm_head``): the norms and the rotary table are called as they are, the
-linear layers run through oneDNN on packed copies of their weights (:class:`PackedLinears`,
-re-packed when a weight changes), so an in-place weight swap (full state dict or merged
-LoRA) is served at the next pass.
+``rotary_emb``, ``lm_head``): the standard RMSNorm runs as one ``F.rms_norm`` call, the
+rotary table is the model's own, the linear layers run on laid-out copies of their weights
+(:class:`.packed_linear.PackedLinears`: oneDNN for two rows or more, MKL on transposed
+copies for one; remade when a weight changes), so an in-place weight swap (full state
+dict or merged LoRA) is served at the next pass. A step that only decodes one row runs
+:class:`.one_row.OneRowStep` instead, the same math in fewer ops.
 Grouped-query attention runs without repeating K/V: the query heads that share a KV head
 are laid out as extra query rows of that head.
 

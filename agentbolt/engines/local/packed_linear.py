@@ -36,7 +36,7 @@ class PackedLinears:
     The copies cost memory: the oneDNN copy of every weight (made the first time a layer
     runs on two rows or more) and the transposed copy of the weights whose output is
     longer than their input (made the first time it runs on one row): for SmolLM2-135M
-    538 MB and 391 MB beside the model's own 538 MB. A copy is remade when its weight
+    538 MB and 392 MB beside the model's own 538 MB. A copy is remade when its weight
     changes: torch bumps a tensor's version counter at every in-place write, so a weight
     swap, a LoRA merge or a trainer's optimizer step on a shared model is seen at the next
     call. Without oneDNN (or for other dtypes/devices, or an inference-mode weight, which
