@@ -19,9 +19,12 @@ OpenAI API shapes, with token ids and logprobs, dynamic batching and weight hot-
   one computed afresh), so bit-exact replay holds for the same batch composition and cache
   state; the logprobs are always those of the logits the token was drawn from.
 * Fast path (Llama-shaped models, fp32 on CPU): the linear layers run through oneDNN on
-  packed copies of the weights (one more copy of the weights in memory; re-packed when a
-  weight changes), about twice MKL's speed for decoding on AVX-512 CPUs. The K/V buffer
-  holds ``max_batch_size`` rows x the longest sequence (46 KB per position for SmolLM2-135M).
+  packed copies of the weights for two rows or more (about twice MKL's speed on AVX-512
+  CPUs), and through MKL on transposed copies of the weights whose output is longer than
+  their input for one row, where a step with one sequence runs fewer, fused ops per layer.
+  The copies are remade when a weight changes and cost memory: for SmolLM2-135M 538 MB +
+  392 MB beside the model's 538 MB. The K/V buffer holds ``max_batch_size`` rows x the
+  longest sequence (46 KB per position for SmolLM2-135M).
 * Runs on CPU (the default, uses torch's thread count or ``num_threads``; on a CPU shared
   with other busy processes ``num_threads=1`` avoids thread-pool stalls); ``device="cuda"``
   runs on a GPU — written for it, but only CPU is tested in this repository.

@@ -9,10 +9,12 @@ free), attention runs per group over a preallocated buffer, and the output head 
 for the positions whose next token is sampled.
 
 The weights are the model's own modules (``q_proj``, the MLP's projections, the norms,
-``rotary_emb``, ``lm_head``): the norms and the rotary table are called as they are, the
-linear layers run through oneDNN on packed copies of their weights (:class:`PackedLinears`,
-re-packed when a weight changes), so an in-place weight swap (full state dict or merged
-LoRA) is served at the next pass.
+``rotary_emb``, ``lm_head``): the standard RMSNorm runs as one ``F.rms_norm`` call, the
+rotary table is the model's own, the linear layers run on laid-out copies of their weights
+(:class:`.packed_linear.PackedLinears`: oneDNN for two rows or more, MKL on transposed
+copies for one; remade when a weight changes), so an in-place weight swap (full state
+dict or merged LoRA) is served at the next pass. A step that only decodes one row runs
+:class:`.one_row.OneRowStep` instead, the same math in fewer ops.
 Grouped-query attention runs without repeating K/V: the query heads that share a KV head
 are laid out as extra query rows of that head.
 
@@ -29,7 +31,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["PackedLinears", "RaggedLlama", "Step", "unsupported_reason"]
+from agentbolt.engines.local.blocks import mlp_residual, rms_norm, silu_mlp
+from agentbolt.engines.local.one_row import OneRowStep
+from agentbolt.engines.local.packed_linear import PackedLinears
+
+__all__ = ["RaggedLlama", "Step", "unsupported_reason"]
 
 _FAMILIES = {"llama", "mistral", "qwen2", "qwen3"}
 _STATIC_ROPE = {None, "default", "linear", "llama3", "yarn"}
@@ -62,64 +68,6 @@ def unsupported_reason(model: Any) -> str | None:
         if mlp is None or not all(hasattr(mlp, p) for p in ("gate_proj", "up_proj", "down_proj", "act_fn")):
             return "an MLP other than down(act(gate(x)) * up(x))"
     return None
-
-
-class PackedLinears:
-    """Linear layers through oneDNN with weights pre-packed for its fp32 GEMM kernels.
-
-    Why: on the AVX-512 CPU this was measured on (AMD EPYC, torch 2.13), torch's default
-    fp32 GEMM (MKL) runs the small-M products of decoding at about half the speed of
-    oneDNN's kernels on pre-packed weights (whole SmolLM2-135M decode step, 1 thread:
-    1 row 25 → 38 tokens/s, 4 rows 63 → 110, 16 rows 84 → 186). The packed copy costs one
-    more copy of the weights in memory. It is made the first time a layer runs with
-    ``min_rows`` rows or more, and remade when the weight changes: torch bumps a tensor's
-    version counter at every in-place write, so a weight swap, a LoRA merge or a
-    trainer's optimizer step on a shared model is seen at the next call. Without oneDNN
-    (or for other dtypes/devices) everything uses ``F.linear``.
-    """
-
-    def __init__(self, min_rows: int = 1, enabled: bool = True) -> None:
-        self.min_rows = min_rows
-        self.enabled = enabled and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn,
-                                                                                     "_linear_pointwise")
-        self._packed: dict[tuple[int, ...], tuple[torch.Tensor, torch.Tensor | None, tuple[tuple[int, int], ...]]] = {}
-
-    def __call__(self, *modules: Any, x: torch.Tensor) -> torch.Tensor:
-        """``x @ W.T + b`` for the weights of ``modules`` side by side (one GEMM for q/k/v,
-        one for gate/up): the outputs are concatenated in the order given."""
-        weights = [m.weight for m in modules]
-        w0 = weights[0]
-        if not self.enabled or x.shape[0] < self.min_rows or w0.dtype != torch.float32 or w0.device.type != "cpu":
-            return self._plain(modules, x)
-        try:
-            stamp = tuple((w._version, w.data_ptr()) for w in weights)
-        except RuntimeError:  # an inference-mode tensor has no version counter: nothing to trust a copy by
-            return self._plain(modules, x)
-        key = tuple(id(m) for m in modules)
-        entry = self._packed.get(key)
-        if entry is None or entry[2] != stamp:
-            w = torch.cat([w.detach() for w in weights]) if len(weights) > 1 else w0.detach()
-            biases = [m.bias for m in modules]
-            bias = None
-            if any(b is not None for b in biases):
-                bias = torch.cat([b.detach() if b is not None else w0.new_zeros(m.weight.shape[0])
-                                  for b, m in zip(biases, modules, strict=True)])
-            entry = (torch.ops.mkldnn._reorder_linear_weight(w, 16), bias, stamp)
-            self._packed[key] = entry
-        return torch.ops.mkldnn._linear_pointwise(x, entry[0], entry[1], "none", [], "")
-
-    @staticmethod
-    def _plain(modules: tuple[Any, ...], x: torch.Tensor) -> torch.Tensor:
-        outs = [F.linear(x, m.weight, m.bias) for m in modules]
-        return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
-
-
-def _norm(module: Any, x: torch.Tensor) -> torch.Tensor:
-    """An RMSNorm as one fused op when it is the standard one (weight x x / rms), else the module."""
-    eps = getattr(module, "variance_epsilon", None)  # third-party: model layouts vary
-    if eps is not None and type(module).__name__.endswith("RMSNorm") and x.dtype == torch.float32:
-        return F.rms_norm(x, (x.shape[-1],), module.weight, eps)
-    return module(x)
 
 
 @dataclass
@@ -165,7 +113,9 @@ class RaggedLlama:
             cos, sin = self.inner.rotary_emb(probe, torch.arange(max_len, device=device)[None])
         self._cos, self._sin = cos[0], sin[0]  # [max_len, head_dim]
         self.linear = PackedLinears()
-        self.intermediate = int(self.layers[0].mlp.gate_proj.weight.shape[0])
+        self.silu = silu_mlp(model)
+        self.one_row = OneRowStep(model, self.linear, heads=self.heads, kv_heads=self.kv_heads,
+                                  head_dim=self.head_dim, cos=self._cos, sin=self._sin)
         self.capacity = 0
         shape = (len(self.layers), slots, self.kv_heads, 0, self.head_dim)
         self.k = torch.empty(shape, dtype=dtype, device=device)
@@ -217,6 +167,9 @@ class RaggedLlama:
         """Run ``step``; returns float32 logits ``[decode rows + prefill rows, vocab]``: each
         decode row's next token, then each prefill row's token after its last prompt token."""
         d, p = len(step.decode_tokens), len(step.prefill_tokens)
+        if d == 1 and not p:  # one sequence decoding: the step with the fewest ops per layer
+            self.reserve(step.decode_lengths[0] + 1)
+            return self.one_row(step.decode_tokens[0], step.decode_lengths[0], self.k, self.v)
         dev = self.device
         tokens = list(step.decode_tokens)
         positions = list(step.decode_lengths)
@@ -244,20 +197,17 @@ class RaggedLlama:
         if p:
             prefill = self._prefill_layout(step, d, dev)
         x = self.inner.embed_tokens(torch.tensor(tokens, device=dev))  # [N, hidden]
-        lin, inter = self.linear, self.intermediate
+        lin = self.linear
         for i, layer in enumerate(self.layers):
-            h = _norm(layer.input_layernorm, x)
-            x = x + self._attention(i, layer.self_attn, h, cos, sin, flat_t, d, decode_mask, prefill)
-            h = _norm(layer.post_attention_layernorm, x)
-            mlp = layer.mlp
-            gate_up = lin(mlp.gate_proj, mlp.up_proj, x=h)
-            x = x + lin(mlp.down_proj, x=mlp.act_fn(gate_up[:, :inter]) * gate_up[:, inter:])
+            h = rms_norm(layer.input_layernorm, x)
+            x = self._attention(i, layer.self_attn, h, x, cos, sin, flat_t, d, decode_mask, prefill)
+            x = mlp_residual(lin, layer.mlp, rms_norm(layer.post_attention_layernorm, x), x, self.silu)
         last = list(range(d))
         offset = d
         for ids in step.prefill_tokens:
             offset += len(ids)
             last.append(offset - 1)
-        h = _norm(self.inner.norm, x[torch.tensor(last, device=dev)] if len(last) < x.shape[0] else x)
+        h = rms_norm(self.inner.norm, x[torch.tensor(last, device=dev)] if len(last) < x.shape[0] else x)
         return self.linear(self.model.lm_head, x=h).float()
 
     def _prefill_layout(
@@ -280,7 +230,7 @@ class RaggedLlama:
         mask[:, :, 0] |= qpos < 0  # ...except key 0, so their (discarded) softmax stays finite
         return torch.tensor(dest, device=dev), mask[:, None].to(dev), longest, width, d
 
-    def _attention(self, i: int, attn: Any, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+    def _attention(self, i: int, attn: Any, h: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    flat_t: torch.Tensor, d: int, decode_mask: torch.Tensor | None,
                    prefill: tuple[torch.Tensor, torch.Tensor | None, int, int, int] | None) -> torch.Tensor:
         n, hd = h.shape[0], self.head_dim
@@ -321,7 +271,7 @@ class RaggedLlama:
                                                is_causal=mask is None, scale=attn.scaling, enable_gqa=True)
             o = o.transpose(1, 2).reshape(rows * longest, self.heads, hd)
             out[d:] = o if mask is None else o[dest]
-        return lin(attn.o_proj, x=out.view(n, self.heads * hd))
+        return lin.plus(attn.o_proj, out.view(n, self.heads * hd), x)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
