@@ -12,6 +12,8 @@ Measured in one run:
   its scoped token): p50 / p99 and the **added** p50 / p99;
 * proxied non-streaming requests/s at 16 connections (and the engine alone for scale);
 * spans stored == calls answered (every call recorded);
+* with ``--rate R``: 16 connections offering R calls/s in all (``hey``), whose p99
+  compares codes at one rate (wrk's 16 connections take what each code can serve);
 * with ``--peer``: the same through the reference peer, Agent Lightning's LLM proxy
   (``peer/agentlightning_gateway_peer.py``, run by the peer virtualenv that
   ``peer/setup.sh`` makes: Agent Lightning 0.3.0, whose 1.0 needs Python >= 3.12),
@@ -23,6 +25,7 @@ connections (issue 19: no long tails).
     python benchmarks/gateway_overhead.py                # 5 s per cell
     python benchmarks/gateway_overhead.py --smoke --json # ~1 s per cell, for CI
     python benchmarks/gateway_overhead.py --peer         # and Agent Lightning's proxy
+    python benchmarks/gateway_overhead.py --rate 960     # and 16 connections at 960 calls/s (hey)
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -45,6 +47,7 @@ from typing import Any
 
 import httpx
 from canned_answer import CHAT_ANSWER, MODEL  # benchmarks/ is on sys.path when run as a script
+from http_load import load, run_hey
 
 TARGET_ADDED_P50_MS = 0.5
 TARGET_RPS = 1000.0
@@ -205,99 +208,6 @@ def _peer(python: str, port: int, engine_url: str) -> Iterator[tuple[str, str, d
             proc.kill()
 
 
-# ----------------------------------------------------------------------------- load
-_LUA = """
-wrk.method = "POST"
-wrk.body = {body}
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer {token}"
-"""
-_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
-
-
-def _ms(text: str) -> float:
-    m = re.fullmatch(r"([\d.]+)(us|ms|s)", text.strip())
-    if m is None:
-        raise ValueError(f"cannot read wrk latency {text!r}")
-    return float(m.group(1)) * _UNITS[m.group(2)]
-
-
-def run_wrk(url: str, token: str, connections: int, seconds: float) -> dict[str, Any]:
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(_LUA.format(body=json.dumps(BODY), token=token))
-        script = f.name
-    try:
-        out = subprocess.run(
-            ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "30s", "--latency", "-s",
-             script, url],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=seconds + 60,
-        ).stdout
-    finally:
-        os.unlink(script)
-    pct = dict(re.findall(r"^\s+(50|99)(?:\.000)?%\s+(\S+)\s*$", out, re.MULTILINE))  # "1.08s " ends in a space
-    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    errors = re.search(r"Socket errors: (.*)", out)
-    return {
-        "requests": requests,
-        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
-        "p50_ms": _ms(pct["50"]),
-        "p99_ms": _ms(pct["99"]),
-        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
-        "socket_errors": errors.group(1) if errors else None,
-    }
-
-
-async def _python_load(url: str, token: str, connections: int, seconds: float) -> dict[str, Any]:
-    """A keep-alive HTTP/1.1 client on raw asyncio streams (when wrk is missing)."""
-    parsed = httpx.URL(url)
-    body = BODY.encode()
-    request = (
-        f"POST {parsed.raw_path.decode()} HTTP/1.1\r\nHost: {parsed.host}:{parsed.port}\r\n"
-        f"Content-Type: application/json\r\nAuthorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n"
-    ).encode() + body
-    latencies: list[float] = []
-    non2xx = 0
-    stop = time.perf_counter() + seconds
-
-    async def one() -> None:
-        nonlocal non2xx
-        reader, writer = await asyncio.open_connection(parsed.host, parsed.port)
-        while time.perf_counter() < stop:
-            t0 = time.perf_counter()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            if not head.startswith(b"HTTP/1.1 2"):
-                non2xx += 1
-            lower = head.lower()
-            i = lower.find(b"content-length:")
-            await reader.readexactly(int(lower[i + 15 : lower.find(b"\r\n", i)]))
-            latencies.append(time.perf_counter() - t0)
-        writer.close()
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(connections)))
-    elapsed = time.perf_counter() - t0
-    latencies.sort()
-    return {
-        "requests": len(latencies),
-        "rps": len(latencies) / elapsed,
-        "p50_ms": latencies[len(latencies) // 2] * 1e3,
-        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1e3,
-        "non_2xx": non2xx,
-        "socket_errors": None,
-    }
-
-
-def load(client: str, url: str, token: str, connections: int, seconds: float) -> dict[str, Any]:
-    if client == "wrk":
-        return run_wrk(url, token, connections, seconds)
-    return asyncio.run(_python_load(url, token, connections, seconds))
-
-
 # ----------------------------------------------------------------------------- main
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -306,6 +216,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON line with the results")
     parser.add_argument("--client", choices=["auto", "wrk", "python"], default="auto")
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite", help="the server's store")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="also 16 connections at this many calls/s in all (needs hey: apt-get install hey)")
     parser.add_argument("--peer", nargs="?", const=str(PEER_PYTHON), default=None, metavar="PYTHON",
                         help="also measure Agent Lightning's LLM proxy, run by this Python (default: the peer venv's)")
     parser.add_argument("--serve-engine", type=int, help=argparse.SUPPRESS)
@@ -323,6 +235,8 @@ def main() -> None:
     client = args.client
     if client == "auto":
         client = "wrk" if shutil.which("wrk") else "python"
+    if args.rate and not shutil.which("hey"):
+        sys.exit("--rate needs hey: apt-get install hey")
     if client == "wrk" and not shutil.which("wrk"):
         sys.exit("wrk is not installed: apt-get install wrk (or pass --client python)")
 
@@ -341,22 +255,23 @@ def main() -> None:
             token, aid = claim["token"], claim["attempt"]["attempt_id"]
             proxied = f"{gateway_url}/rollout/bench/attempt/{aid}/v1/chat/completions"
             direct = f"{engine_url}/chat/completions"
-            load(client, proxied, token, 4, min(1.0, seconds))  # warm-up (connections, caches)
+            load(client, proxied, token, 4, min(1.0, seconds), BODY)  # warm-up (connections, caches)
             before = admin.get("/v1/stats").json()["total_spans"]
 
-            d1 = load(client, direct, token, 1, seconds)
-            g1 = load(client, proxied, token, 1, seconds)
-            d16 = load(client, direct, token, 16, seconds)
-            g16 = load(client, proxied, token, 16, seconds)
+            d1 = load(client, direct, token, 1, seconds, BODY)
+            g1 = load(client, proxied, token, 1, seconds, BODY)
+            d16 = load(client, direct, token, 16, seconds, BODY)
+            g16 = load(client, proxied, token, 16, seconds, BODY)
+            at_rate = run_hey(proxied, token, args.rate, seconds, BODY) if args.rate else None
             peer: dict[str, Any] = {}
             if args.peer:
                 with _peer(args.peer, _free_port(), engine_url) as (peer_url, peer_token, after):
                     for _ in range(3):  # its first call takes seconds (LiteLLM sets up its router)
                         httpx.post(peer_url, content=BODY, headers={"Authorization": f"Bearer {peer_token}",
                                    "Content-Type": "application/json"}, timeout=120).raise_for_status()
-                    load(client, peer_url, peer_token, 4, min(1.0, seconds))
-                    p1 = load(client, peer_url, peer_token, 1, seconds)
-                    p16 = load(client, peer_url, peer_token, 16, seconds)
+                    load(client, peer_url, peer_token, 4, min(1.0, seconds), BODY)
+                    p1 = load(client, peer_url, peer_token, 1, seconds, BODY)
+                    p16 = load(client, peer_url, peer_token, 16, seconds, BODY)
                 peer = {"peer_p50_ms": p1["p50_ms"], "peer_p99_ms": p1["p99_ms"],
                         "peer_added_p50_ms": p1["p50_ms"] - d1["p50_ms"],
                         "peer_added_p99_ms": p1["p99_ms"] - d1["p99_ms"],
@@ -394,6 +309,8 @@ def main() -> None:
         "every_call_recorded": spans >= answered and g1["non_2xx"] + g16["non_2xx"] == 0,
         "target_p99_ms_16": TARGET_P99_16_MS,
         "p99_16_ok": g16["p99_ms"] <= TARGET_P99_16_MS,
+        **({"rate_offered": args.rate, "rate_rps_16": at_rate["rps"], "rate_p50_ms_16": at_rate["p50_ms"],
+            "rate_p99_ms_16": at_rate["p99_ms"]} if at_rate else {}),
         **peer,
     }
     if args.json:
@@ -426,6 +343,9 @@ def main() -> None:
         f"  recorded     : {spans} spans for {answered} answered calls, {result['non_2xx']} non-2xx "
         f"({ok(result['every_call_recorded'])})"
     )
+    if at_rate:
+        print(f"  at a rate    : {args.rate:g} calls/s offered on 16 connections: {at_rate['rps']:.0f} served, "
+              f"p50 {at_rate['p50_ms']:.2f} ms, p99 {at_rate['p99_ms']:.2f} ms")
     if peer:
         print(
             f"  peer (Agent Lightning's LLM proxy): p50 {peer['peer_p50_ms']:.3f} ms (added "

@@ -104,11 +104,13 @@ def test_logprobs_the_attribute_cannot_hold_stay_in_the_response() -> None:
 
 
 class FlakyStore(MemoryStore):
-    """Refuses the first ``failures`` writes of spans."""
+    """Refuses the first ``failures`` writes of spans; each write takes ``seconds`` (a store
+    that fsyncs); keeps the size of each write it took."""
 
-    def __init__(self, failures: int) -> None:
+    def __init__(self, failures: int, seconds: float = 0.0) -> None:
         super().__init__()
         self.failures = failures
+        self.seconds = seconds
         self.writes: list[int] = []
 
     async def add_spans(self, spans: Sequence[Span]) -> list[Span]:
@@ -116,6 +118,7 @@ class FlakyStore(MemoryStore):
             self.failures -= 1
             raise StoreUnavailableError("store down")
         self.writes.append(len(spans))
+        await asyncio.sleep(self.seconds)
         return await super().add_spans(spans)
 
 
@@ -139,22 +142,8 @@ async def test_spans_are_written_in_batches_and_survive_store_hiccups() -> None:
     await recorder.close()
 
 
-class SlowStore(MemoryStore):
-    """Takes ``seconds`` per write of spans, like a store that fsyncs; keeps each write's size."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__()
-        self.seconds = seconds
-        self.writes: list[int] = []
-
-    async def add_spans(self, spans: Sequence[Span]) -> list[Span]:
-        self.writes.append(len(spans))
-        await asyncio.sleep(self.seconds)
-        return await super().add_spans(spans)
-
-
 async def test_calls_answered_during_a_write_wait_for_the_next_interval_not_a_write_of_their_own() -> None:
-    store = SlowStore(seconds=0.1)
+    store = FlakyStore(failures=0, seconds=0.1)
     rid, aid = await _claimed(store)
     recorder = SpanRecorder(store, batch_size=1000, flush_interval=0.5)
     recorder.start()
