@@ -1,5 +1,5 @@
 """The pieces of a Llama-shaped layer that the ragged step and the one-row step share:
-RMSNorm as one fused op, and the MLP with its residual add."""
+RMSNorm as one op, and the MLP with its residual add."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from agentbolt.engines.local.packed_linear import PackedLinears
 
-__all__ = ["mlp_residual", "rms_norm", "silu_mlp"]
+__all__ = ["mlp_residual", "rms_norm"]
 
 
 def rms_norm(module: Any, x: torch.Tensor) -> torch.Tensor:
@@ -22,18 +22,8 @@ def rms_norm(module: Any, x: torch.Tensor) -> torch.Tensor:
     return module(x)
 
 
-def silu_mlp(model: Any) -> bool:
-    """Whether ``model`` 's MLP activation is SiLU (then it is fused into the gate GEMM)."""
-    return getattr(model.config, "hidden_act", None) in ("silu", "swish")  # third-party: configs vary
-
-
-def mlp_residual(linear: PackedLinears, mlp: Any, h: torch.Tensor, residual: torch.Tensor, silu: bool) -> torch.Tensor:
-    """``residual + down(act(gate(h)) * up(h))``, with SiLU, the product and the add fused
-    into the GEMMs when ``silu``; else gate and up as one GEMM and ``mlp.act_fn``."""
-    if silu:
-        act = linear.silu_gate(mlp.gate_proj, mlp.up_proj, h)
-    else:
-        inter = mlp.gate_proj.weight.shape[0]
-        gate_up = linear(mlp.gate_proj, mlp.up_proj, x=h)
-        act = mlp.act_fn(gate_up[:, :inter]) * gate_up[:, inter:]
-    return linear.plus(mlp.down_proj, act, residual)
+def mlp_residual(linear: PackedLinears, mlp: Any, h: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """``residual + down(act(gate(h)) * up(h))``, gate and up as one GEMM."""
+    inter = mlp.gate_proj.weight.shape[0]
+    gate_up = linear(mlp.gate_proj, mlp.up_proj, x=h)
+    return linear.plus(mlp.down_proj, mlp.act_fn(gate_up[:, :inter]) * gate_up[:, inter:], residual)

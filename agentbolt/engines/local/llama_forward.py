@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from agentbolt.engines.local.blocks import mlp_residual, rms_norm, silu_mlp
+from agentbolt.engines.local.blocks import mlp_residual, rms_norm
 from agentbolt.engines.local.one_row import OneRowStep
 from agentbolt.engines.local.packed_linear import PackedLinears
 
@@ -113,7 +113,6 @@ class RaggedLlama:
             cos, sin = self.inner.rotary_emb(probe, torch.arange(max_len, device=device)[None])
         self._cos, self._sin = cos[0], sin[0]  # [max_len, head_dim]
         self.linear = PackedLinears()
-        self.silu = silu_mlp(model)
         self.one_row = OneRowStep(model, self.linear, heads=self.heads, kv_heads=self.kv_heads,
                                   head_dim=self.head_dim, cos=self._cos, sin=self._sin)
         self.capacity = 0
@@ -201,7 +200,7 @@ class RaggedLlama:
         for i, layer in enumerate(self.layers):
             h = rms_norm(layer.input_layernorm, x)
             x = self._attention(i, layer.self_attn, h, x, cos, sin, flat_t, d, decode_mask, prefill)
-            x = mlp_residual(lin, layer.mlp, rms_norm(layer.post_attention_layernorm, x), x, self.silu)
+            x = mlp_residual(lin, layer.mlp, rms_norm(layer.post_attention_layernorm, x), x)
         last = list(range(d))
         offset = d
         for ids in step.prefill_tokens:

@@ -2,13 +2,13 @@
 
 Why a path of its own: at one row every weight matrix is a matrix-vector product, and
 the ~35 small ops per layer of the ragged step (index lists, masks, the rotary halves,
-separate activations and adds) and oneDNN's cost per call took ~13 ms of CPU per step
-for SmolLM2-135M's 30 layers (measured with its matrices shrunk to nothing), ~5 ms here,
-beside ~40 ms of reading the weights. Here each layer is: RMSNorm, the q/k/v product, the rotary embedding as one
-product with a rotation matrix built once per step for the row's position, the new K/V
-copied into the cache, attention over the row's cached positions (no mask: all of them
-are visible), ``o_proj`` with the residual add in the same call, RMSNorm, the gate and
-up products with SiLU and their product applied in place, ``down_proj`` with the
+separate adds) and oneDNN's cost per call took ~13 ms of CPU per step for SmolLM2-135M's
+30 layers (measured with its matrices shrunk to nothing), ~5 ms here, beside ~40 ms of
+reading the weights. Here each layer is: RMSNorm, the q/k/v product, the rotary
+embedding as one product with a rotation matrix built once per step for the row's
+position, the new K/V copied into the cache, attention over the row's cached positions
+(no mask: all of them are visible), ``o_proj`` with the residual add in the same call,
+RMSNorm, the gate/up product, the activation and their product, ``down_proj`` with the
 residual add in the same call (:class:`.packed_linear.PackedLinears`).
 
 The math is the ragged step's (:class:`.llama_forward.RaggedLlama`), in a different
@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from agentbolt.engines.local.blocks import mlp_residual, rms_norm, silu_mlp
+from agentbolt.engines.local.blocks import mlp_residual, rms_norm
 from agentbolt.engines.local.packed_linear import PackedLinears
 
 __all__ = ["OneRowStep", "rotation_basis"]
@@ -52,7 +52,6 @@ class OneRowStep:
         self.group = heads // kv_heads
         self.cos, self.sin = cos, sin  # [max_len, head_dim]: the model's own rotary table
         self.basis = rotation_basis(head_dim, cos.dtype, cos.device)
-        self.silu = silu_mlp(model)
         # the modules of each layer, looked up once (a weight swap writes into them in place)
         self.layers = [(layer.input_layernorm, layer.self_attn, layer.post_attention_layernorm, layer.mlp)
                        for layer in model.model.layers]
@@ -75,5 +74,5 @@ class OneRowStep:
             v_new[i].copy_(qkv[nq + nk:])
             o = F.scaled_dot_product_attention(qk[:nq].view(queries), k_all[i], v_all[i], scale=attn.scaling)
             x = lin.plus(attn.o_proj, o.view(1, nq * hd), x)
-            x = mlp_residual(lin, mlp, rms_norm(norm_post, x), x, self.silu)
+            x = mlp_residual(lin, mlp, rms_norm(norm_post, x), x)
         return lin(self.model.lm_head, x=rms_norm(self.model.model.norm, x)).float()

@@ -1,20 +1,18 @@
-"""Linear layers on weight copies laid out for the kernel that runs them fastest, with the
-next element-wise op fused into the same call where the kernel can.
+"""Linear layers on weight copies laid out for the kernel that runs them fastest.
 
 Why: decoding on a CPU is reading the weights, and which kernel streams them fastest
 depends on the rows. Measured on the AVX-512 CPU of this repository (AMD EPYC, torch
 2.13, one thread, SmolLM2-135M's shapes):
 
 * two rows or more: oneDNN on weights pre-packed for its GEMM kernels is 1.5-2.5x
-  torch's default (MKL on the ``[out, in]`` weight); oneDNN also applies a post-op in the
-  same pass over the output: the residual add after ``o_proj`` and ``down_proj``, SiLU
-  on the gate, the gate x up product.
+  torch's default (MKL on the ``[out, in]`` weight).
 * one row (a matrix-vector product): oneDNN's fixed cost per call (~15-40 µs, against
   ~2 µs for MKL) is a tenth of a decode step, and MKL on a transposed ``[in, out]`` copy
   reads the weights faster than either on the ``[out, in]`` layout (a long contiguous
   stream per input element: q/k/v 14.9 vs 11.5 GB/s, gate 17.5 vs 13.2, the 49,152-row
   output head 25 vs 15) — where the output is longer than the input. ``o_proj`` and
-  ``down_proj`` (output no longer than the input) run on the model's own weight.
+  ``down_proj`` (output no longer than the input) run on the model's own weight, with
+  the residual add in the same MKL call.
 """
 
 from __future__ import annotations
@@ -64,25 +62,11 @@ class PackedLinears:
         return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
 
     def plus(self, module: Any, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        """``residual + module(x)`` (a new tensor), the add fused into the GEMM."""
-        if x.shape[0] > 1:
-            entry = self._copy((module,), self._packed)
-            if entry is not None:
-                return torch.ops.mkldnn._linear_pointwise.binary(x, residual, entry[0], entry[1], "add")
-        if module.bias is not None:
+        """``residual + module(x)`` (a new tensor); at one row the add is in the GEMM call."""
+        if x.shape[0] > 1 or module.bias is not None:
             return residual + self(module, x=x)
-        t = self._copy((module,), self._transposed) if x.shape[0] == 1 else None
+        t = self._copy((module,), self._transposed)
         return torch.addmm(residual, x, module.weight.t() if t is None else t[0])
-
-    def silu_gate(self, gate: Any, up: Any, x: torch.Tensor) -> torch.Tensor:
-        """``silu(gate(x)) * up(x)``: two GEMMs, SiLU fused into the first and the product
-        into the second where oneDNN runs them."""
-        if x.shape[0] > 1:
-            g, u = self._copy((gate,), self._packed), self._copy((up,), self._packed)
-            if g is not None and u is not None:
-                act = torch.ops.mkldnn._linear_pointwise(x, g[0], g[1], "swish", [], "")
-                return torch.ops.mkldnn._linear_pointwise.binary(x, act, u[0], u[1], "mul")
-        return F.silu(self(gate, x=x), inplace=True).mul_(self(up, x=x))
 
     def _copy(self, modules: tuple[Any, ...], kind: dict[tuple[int, ...], _Entry]) -> _Entry | None:
         """The ``kind`` copy (oneDNN-packed or transposed) of the weights of ``modules``

@@ -35,11 +35,11 @@ def _runner(model: Any) -> RaggedLlama:
 
 
 @pytest.mark.parametrize(("kind", "extra"), [
-    ("llama", {}),  # grouped-query attention, SiLU fused into the gate GEMM
+    ("llama", {}),  # grouped-query attention
     ("qwen2", {}),  # q/k/v biases
     ("llama", {"attention_bias": True, "mlp_bias": True}),  # biases on o_proj and the MLP too
     ("qwen3", {}),  # RMSNorm per head on q and k
-    ("llama", {"hidden_act": "gelu_pytorch_tanh"}),  # an activation that is not fused
+    ("llama", {"hidden_act": "gelu_pytorch_tanh"}),  # another MLP activation
 ])
 def test_one_row_decoding_gives_the_logits_of_a_full_forward_pass(kind: str, extra: dict[str, Any]) -> None:
     model = _model(kind, **extra)
