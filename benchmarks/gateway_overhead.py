@@ -14,17 +14,20 @@ Measured in one run:
 * spans stored == calls answered (every call recorded);
 * with ``--rate R``: 16 connections offering R calls/s in all (``hey``), whose p99
   compares codes at one rate (wrk's 16 connections take what each code can serve);
-* with ``--peer``: the same through the reference peer, Agent Lightning's LLM proxy
-  (``peer/agentlightning_gateway_peer.py``, run by the peer virtualenv that
-  ``peer/setup.sh`` makes: Agent Lightning 0.3.0, whose 1.0 needs Python >= 3.12),
-  in front of the same engine, measured in the same run.
+* with ``--peer`` / ``--peer1``: the same cells through a reference peer in front of the
+  same engine, in the same run, each run by its own virtualenv (``peer/setup.sh`` makes
+  both) and counting the calls it stored its own way: ``--peer`` is Agent Lightning
+  0.3.0's LLM proxy (``peer/agentlightning_gateway_peer.py``: LiteLLM's proxy server,
+  spans), ``--peer1`` Agent Lightning 1.0.2's server, its ``agl-server`` app with its
+  proxied chat-completions route (``peer/agentlightning1_gateway_peer.py``: one
+  ``model_request`` event per call; 1.0 needs Python >= 3.12, pyenv's here).
 
 Targets: added p50 <= 0.5 ms at 1 connection (issue 36; 1 ms before); >= 1,000 req/s and p99 <= 25 ms at 16
 connections (issue 19: no long tails).
 
     python benchmarks/gateway_overhead.py                # 5 s per cell
     python benchmarks/gateway_overhead.py --smoke --json # ~1 s per cell, for CI
-    python benchmarks/gateway_overhead.py --peer         # and Agent Lightning's proxy
+    python benchmarks/gateway_overhead.py --peer --peer1 # and Agent Lightning 0.3.0's and 1.0's gateways
     python benchmarks/gateway_overhead.py --rate 960     # and 16 connections at 960 calls/s (hey)
 """
 
@@ -42,6 +45,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +57,27 @@ TARGET_ADDED_P50_MS = 0.5
 TARGET_RPS = 1000.0
 TARGET_P99_16_MS = 25.0
 ADMIN = "bench-admin"
-PEER_PYTHON = Path(__file__).resolve().parent.parent / ".bench-venv-peer" / "bin" / "python"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A reference gateway run by its own venv's Python; its script prints ``{"url", "token"}``
+    once it serves and ``{"recorded", "what"}`` after SIGTERM."""
+
+    name: str
+    key: str  # its option (--key) and the prefix of its fields in the results
+    script: str  # under benchmarks/peer/
+    venv: str  # made by benchmarks/peer/setup.sh
+    needs: str = ""  # what its Python must be, for --help
+
+
+PEERS = (
+    Peer("Agent Lightning 0.3.0 LLMProxy", "peer", "agentlightning_gateway_peer.py", ".bench-venv-peer"),
+    Peer(
+        "Agent Lightning 1.0.2 agl-server", "peer1", "agentlightning1_gateway_peer.py", ".bench-venv-peer1", " >= 3.12"
+    ),
+)
 BODY = json.dumps(
     {
         "model": MODEL,
@@ -182,30 +206,64 @@ def _process(args: list[str], port: int, what: str) -> Iterator[subprocess.Popen
 
 
 @contextlib.contextmanager
-def _peer(python: str, port: int, engine_url: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """Agent Lightning's LLM proxy on ``port``: yields its call URL, its token and a dict
-    that holds ``spans`` (the spans it stored) once the block is left."""
-    script = Path(__file__).resolve().parent / "peer" / "agentlightning_gateway_peer.py"
-    proc = subprocess.Popen([python, str(script), str(port), engine_url, MODEL], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+def _peer(peer: Peer, python: str, port: int, engine_url: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """A peer gateway on ``port``: yields its call URL, its token and a dict that holds
+    ``recorded`` (the calls it stored, counted its way) once the block is left."""
+    script = Path(__file__).resolve().parent / "peer" / peer.script
+    proc = subprocess.Popen(
+        [python, str(script), str(port), engine_url, MODEL],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     after: dict[str, Any] = {}
     try:
         assert proc.stdout is not None
         line = "-"
-        while line and not line.startswith('{"rollout_id"'):  # its ids once it serves (LiteLLM prints banners)
+        while line and not line.startswith('{"url"'):  # its URL once it serves (LiteLLM prints banners)
             line = proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"the peer proxy did not start ({python} {script})")
-        ids = json.loads(line)
-        url = f"http://127.0.0.1:{port}/rollout/{ids['rollout_id']}/attempt/{ids['attempt_id']}/v1/chat/completions"
-        yield url, ids["token"], after
+            raise RuntimeError(f"{peer.name} did not start ({python} {script}; its venv: benchmarks/peer/setup.sh)")
+        hello = json.loads(line)
+        yield hello["url"], hello["token"], after
     finally:
         proc.terminate()
         try:
-            out, _ = proc.communicate(timeout=30)
-            after.update(*(json.loads(x) for x in out.splitlines() if x.startswith('{"spans"')))
+            out, _ = proc.communicate(timeout=60)
+            after.update(*(json.loads(x) for x in out.splitlines() if x.startswith('{"recorded"')))
         except (subprocess.TimeoutExpired, ValueError):
             proc.kill()
+
+
+def _measure_peer(
+    peer: Peer, python: str, engine_url: str, client: str, seconds: float, direct_1: dict[str, Any]
+) -> dict[str, Any]:
+    """The same cells as the gateway's through ``peer``, keyed ``<peer.key>_…``."""
+    with _peer(peer, python, _free_port(), engine_url) as (url, token, after):
+        for _ in range(3):  # a first call can take seconds (LiteLLM sets up its router)
+            httpx.post(
+                url,
+                content=BODY,
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+                timeout=120,
+            ).raise_for_status()
+        warm = load(client, url, token, 4, min(1.0, seconds), BODY)
+        p1 = load(client, url, token, 1, seconds, BODY)
+        p16 = load(client, url, token, 16, seconds, BODY)
+    k = peer.key
+    return {
+        f"{k}_p50_ms": p1["p50_ms"],
+        f"{k}_p99_ms": p1["p99_ms"],
+        f"{k}_added_p50_ms": p1["p50_ms"] - direct_1["p50_ms"],
+        f"{k}_added_p99_ms": p1["p99_ms"] - direct_1["p99_ms"],
+        f"{k}_rps_1": p1["rps"],
+        f"{k}_rps_16": p16["rps"],
+        f"{k}_p99_ms_16": p16["p99_ms"],
+        f"{k}_non_2xx": warm["non_2xx"] + p1["non_2xx"] + p16["non_2xx"],
+        f"{k}_calls_answered": 3 + warm["requests"] + p1["requests"] + p16["requests"],  # warm-ups included
+        f"{k}_recorded": after.get("recorded"),
+        f"{k}_recorded_what": after.get("what"),
+    }
 
 
 # ----------------------------------------------------------------------------- main
@@ -216,10 +274,22 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON line with the results")
     parser.add_argument("--client", choices=["auto", "wrk", "python"], default="auto")
     parser.add_argument("--store", choices=["sqlite", "memory"], default="sqlite", help="the server's store")
-    parser.add_argument("--rate", type=float, default=None,
-                        help="also 16 connections at this many calls/s in all (needs hey: apt-get install hey)")
-    parser.add_argument("--peer", nargs="?", const=str(PEER_PYTHON), default=None, metavar="PYTHON",
-                        help="also measure Agent Lightning's LLM proxy, run by this Python (default: the peer venv's)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="also 16 connections at this many calls/s in all (needs hey: apt-get install hey)",
+    )
+    for peer in PEERS:  # --peer, --peer1
+        parser.add_argument(
+            f"--{peer.key}",
+            nargs="?",
+            const=str(ROOT / peer.venv / "bin" / "python"),
+            default=None,
+            metavar="PYTHON",
+            help=f"also measure {peer.name}, run by this Python{peer.needs} "
+            f"(default: {peer.venv}'s, made by benchmarks/peer/setup.sh)",
+        )
     parser.add_argument("--serve-engine", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-gateway", nargs=3, metavar=("PORT", "ENGINE_URL", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -239,6 +309,10 @@ def main() -> None:
         sys.exit("--rate needs hey: apt-get install hey")
     if client == "wrk" and not shutil.which("wrk"):
         sys.exit("wrk is not installed: apt-get install wrk (or pass --client python)")
+
+    for peer, python in ((peer, vars(args)[peer.key]) for peer in PEERS):
+        if python and not Path(python).exists():
+            sys.exit(f"{python} is missing: benchmarks/peer/setup.sh makes {peer.venv} for {peer.name}")
 
     engine_port, gateway_port = _free_port(), _free_port()
     engine_url = f"http://127.0.0.1:{engine_port}/v1"
@@ -263,20 +337,10 @@ def main() -> None:
             d16 = load(client, direct, token, 16, seconds, BODY)
             g16 = load(client, proxied, token, 16, seconds, BODY)
             at_rate = run_hey(proxied, token, args.rate, seconds, BODY) if args.rate else None
-            peer: dict[str, Any] = {}
-            if args.peer:
-                with _peer(args.peer, _free_port(), engine_url) as (peer_url, peer_token, after):
-                    for _ in range(3):  # its first call takes seconds (LiteLLM sets up its router)
-                        httpx.post(peer_url, content=BODY, headers={"Authorization": f"Bearer {peer_token}",
-                                   "Content-Type": "application/json"}, timeout=120).raise_for_status()
-                    load(client, peer_url, peer_token, 4, min(1.0, seconds), BODY)
-                    p1 = load(client, peer_url, peer_token, 1, seconds, BODY)
-                    p16 = load(client, peer_url, peer_token, 16, seconds, BODY)
-                peer = {"peer_p50_ms": p1["p50_ms"], "peer_p99_ms": p1["p99_ms"],
-                        "peer_added_p50_ms": p1["p50_ms"] - d1["p50_ms"],
-                        "peer_added_p99_ms": p1["p99_ms"] - d1["p99_ms"],
-                        "peer_rps_1": p1["rps"], "peer_rps_16": p16["rps"], "peer_p99_ms_16": p16["p99_ms"],
-                        "peer_non_2xx": p1["non_2xx"] + p16["non_2xx"], "peer_spans": after.get("spans")}
+            peers: dict[str, Any] = {}
+            for peer, python in ((peer, vars(args)[peer.key]) for peer in PEERS):
+                if python:
+                    peers.update(_measure_peer(peer, python, engine_url, client, seconds, d1))
 
             deadline = time.monotonic() + 30  # spans are written in the background
             answered = g1["requests"] + g16["requests"]
@@ -309,13 +373,22 @@ def main() -> None:
         "every_call_recorded": spans >= answered and g1["non_2xx"] + g16["non_2xx"] == 0,
         "target_p99_ms_16": TARGET_P99_16_MS,
         "p99_16_ok": g16["p99_ms"] <= TARGET_P99_16_MS,
-        **({"rate_offered": args.rate, "rate_rps_16": at_rate["rps"], "rate_p50_ms_16": at_rate["p50_ms"],
-            "rate_p99_ms_16": at_rate["p99_ms"]} if at_rate else {}),
-        **peer,
+        **(
+            {
+                "rate_offered": args.rate,
+                "rate_rps_16": at_rate["rps"],
+                "rate_p50_ms_16": at_rate["p50_ms"],
+                "rate_p99_ms_16": at_rate["p99_ms"],
+            }
+            if at_rate
+            else {}
+        ),
+        **peers,
     }
     if args.json:
         print(json.dumps(result))
         return
+
     def ok(good: bool) -> str:
         return "ok" if good else "MISSED"
 
@@ -344,15 +417,19 @@ def main() -> None:
         f"({ok(result['every_call_recorded'])})"
     )
     if at_rate:
-        print(f"  at a rate    : {args.rate:g} calls/s offered on 16 connections: {at_rate['rps']:.0f} served, "
-              f"p50 {at_rate['p50_ms']:.2f} ms, p99 {at_rate['p99_ms']:.2f} ms")
-    if peer:
         print(
-            f"  peer (Agent Lightning's LLM proxy): p50 {peer['peer_p50_ms']:.3f} ms (added "
-            f"{peer['peer_added_p50_ms']:.3f}), p99 {peer['peer_p99_ms']:.3f} ms at 1 connection; "
-            f"{peer['peer_rps_16']:.0f} req/s, p99 {peer['peer_p99_ms_16']:.2f} ms at 16; "
-            f"{peer['peer_spans']} spans stored, {peer['peer_non_2xx']} non-2xx"
+            f"  at a rate    : {args.rate:g} calls/s offered on 16 connections: {at_rate['rps']:.0f} served, "
+            f"p50 {at_rate['p50_ms']:.2f} ms, p99 {at_rate['p99_ms']:.2f} ms"
         )
+    for peer in PEERS:
+        if f"{peer.key}_p50_ms" in peers:
+            r = {name.removeprefix(f"{peer.key}_"): value for name, value in peers.items()}
+            print(
+                f"  {peer.name}: p50 {r['p50_ms']:.3f} ms (added {r['added_p50_ms']:.3f}), p99 {r['p99_ms']:.3f} ms "
+                f"(added {r['added_p99_ms']:.3f}) at 1 connection, {r['rps_1']:.0f} req/s; {r['rps_16']:.0f} req/s, "
+                f"p99 {r['p99_ms_16']:.2f} ms at 16; {r['recorded']} {r['recorded_what']} for "
+                f"{r['calls_answered']} answered calls, {r['non_2xx']} non-2xx"
+            )
 
 
 if __name__ == "__main__":
