@@ -205,10 +205,29 @@ def _process(args: list[str], port: int, what: str) -> Iterator[subprocess.Popen
             proc.kill()
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (Linux's /proc), None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load_costed(pid: int, client: str, url: str, token: str, connections: int, seconds: float) -> dict[str, Any]:
+    """``load`` plus ``cpu_ms_per_call``: the CPU the server process ``pid`` spent per answered
+    call meanwhile (None without /proc) — a figure other processes' load barely moves."""
+    before = _cpu_seconds(pid)
+    result = load(client, url, token, connections, seconds, BODY)
+    after = _cpu_seconds(pid)
+    spent = None if before is None or after is None else after - before
+    return {**result, "cpu_ms_per_call": None if spent is None else 1000 * spent / max(result["requests"], 1)}
+
+
 @contextlib.contextmanager
-def _peer(peer: Peer, python: str, port: int, engine_url: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """A peer gateway on ``port``: yields its call URL, its token and a dict that holds
-    ``recorded`` (the calls it stored, counted its way) once the block is left."""
+def _peer(peer: Peer, python: str, port: int, engine_url: str) -> Iterator[tuple[str, str, int, dict[str, Any]]]:
+    """A peer gateway on ``port``: yields its call URL, its token, its process id and a dict
+    that holds ``recorded`` (the calls it stored, counted its way) once the block is left."""
     script = Path(__file__).resolve().parent / "peer" / peer.script
     proc = subprocess.Popen(
         [python, str(script), str(port), engine_url, MODEL],
@@ -225,7 +244,7 @@ def _peer(peer: Peer, python: str, port: int, engine_url: str) -> Iterator[tuple
         if not line:
             raise RuntimeError(f"{peer.name} did not start ({python} {script}; its venv: benchmarks/peer/setup.sh)")
         hello = json.loads(line)
-        yield hello["url"], hello["token"], after
+        yield hello["url"], hello["token"], proc.pid, after
     finally:
         proc.terminate()
         try:
@@ -239,7 +258,7 @@ def _measure_peer(
     peer: Peer, python: str, engine_url: str, client: str, seconds: float, direct_1: dict[str, Any]
 ) -> dict[str, Any]:
     """The same cells as the gateway's through ``peer``, keyed ``<peer.key>_…``."""
-    with _peer(peer, python, _free_port(), engine_url) as (url, token, after):
+    with _peer(peer, python, _free_port(), engine_url) as (url, token, pid, after):
         for _ in range(3):  # a first call can take seconds (LiteLLM sets up its router)
             httpx.post(
                 url,
@@ -248,8 +267,8 @@ def _measure_peer(
                 timeout=120,
             ).raise_for_status()
         warm = load(client, url, token, 4, min(1.0, seconds), BODY)
-        p1 = load(client, url, token, 1, seconds, BODY)
-        p16 = load(client, url, token, 16, seconds, BODY)
+        p1 = _load_costed(pid, client, url, token, 1, seconds)
+        p16 = _load_costed(pid, client, url, token, 16, seconds)
     k = peer.key
     return {
         f"{k}_p50_ms": p1["p50_ms"],
@@ -259,6 +278,8 @@ def _measure_peer(
         f"{k}_rps_1": p1["rps"],
         f"{k}_rps_16": p16["rps"],
         f"{k}_p99_ms_16": p16["p99_ms"],
+        f"{k}_cpu_ms_per_call_1": p1["cpu_ms_per_call"],
+        f"{k}_cpu_ms_per_call_16": p16["cpu_ms_per_call"],
         f"{k}_non_2xx": warm["non_2xx"] + p1["non_2xx"] + p16["non_2xx"],
         f"{k}_calls_answered": 3 + warm["requests"] + p1["requests"] + p16["requests"],  # warm-ups included
         f"{k}_recorded": after.get("recorded"),
@@ -267,6 +288,10 @@ def _measure_peer(
 
 
 # ----------------------------------------------------------------------------- main
+def _ms(value: float | None) -> str:
+    return "n/a (no /proc)" if value is None else f"{value:.3f} ms"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each measurement")
@@ -321,7 +346,7 @@ def main() -> None:
         db = str(Path(tmp) / "bench.db") if args.store == "sqlite" else "memory"
         with (
             _process(["--serve-engine", str(engine_port)], engine_port, "fake engine"),
-            _process(["--serve-gateway", str(gateway_port), engine_url, db], gateway_port, "gateway server"),
+            _process(["--serve-gateway", str(gateway_port), engine_url, db], gateway_port, "gateway server") as server,
         ):
             admin = httpx.Client(base_url=gateway_url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=60)
             admin.post("/v1/rollouts", json={"rollouts": [{"rollout_id": "bench"}]}).raise_for_status()
@@ -333,9 +358,9 @@ def main() -> None:
             before = admin.get("/v1/stats").json()["total_spans"]
 
             d1 = load(client, direct, token, 1, seconds, BODY)
-            g1 = load(client, proxied, token, 1, seconds, BODY)
+            g1 = _load_costed(server.pid, client, proxied, token, 1, seconds)
             d16 = load(client, direct, token, 16, seconds, BODY)
-            g16 = load(client, proxied, token, 16, seconds, BODY)
+            g16 = _load_costed(server.pid, client, proxied, token, 16, seconds)
             at_rate = run_hey(proxied, token, args.rate, seconds, BODY) if args.rate else None
             peers: dict[str, Any] = {}
             for peer, python in ((peer, vars(args)[peer.key]) for peer in PEERS):
@@ -366,6 +391,8 @@ def main() -> None:
         "gateway_rps_1": g1["rps"],
         "gateway_p50_ms_16": g16["p50_ms"],
         "gateway_p99_ms_16": g16["p99_ms"],
+        "gateway_cpu_ms_per_call_1": g1["cpu_ms_per_call"],
+        "gateway_cpu_ms_per_call_16": g16["cpu_ms_per_call"],
         "calls_answered": answered,
         "spans_recorded": spans,
         "non_2xx": g1["non_2xx"] + g16["non_2xx"],
@@ -416,6 +443,10 @@ def main() -> None:
         f"  recorded     : {spans} spans for {answered} answered calls, {result['non_2xx']} non-2xx "
         f"({ok(result['every_call_recorded'])})"
     )
+    print(
+        f"  server CPU   : {_ms(g1['cpu_ms_per_call'])} per call at 1 connection, "
+        f"{_ms(g16['cpu_ms_per_call'])} at 16 (the gateway server process)"
+    )
     if at_rate:
         print(
             f"  at a rate    : {args.rate:g} calls/s offered on 16 connections: {at_rate['rps']:.0f} served, "
@@ -428,7 +459,8 @@ def main() -> None:
                 f"  {peer.name}: p50 {r['p50_ms']:.3f} ms (added {r['added_p50_ms']:.3f}), p99 {r['p99_ms']:.3f} ms "
                 f"(added {r['added_p99_ms']:.3f}) at 1 connection, {r['rps_1']:.0f} req/s; {r['rps_16']:.0f} req/s, "
                 f"p99 {r['p99_ms_16']:.2f} ms at 16; {r['recorded']} {r['recorded_what']} for "
-                f"{r['calls_answered']} answered calls, {r['non_2xx']} non-2xx"
+                f"{r['calls_answered']} answered calls, {r['non_2xx']} non-2xx; server CPU "
+                f"{_ms(r['cpu_ms_per_call_1'])} / {_ms(r['cpu_ms_per_call_16'])} per call at 1 / 16 connections"
             )
 
 

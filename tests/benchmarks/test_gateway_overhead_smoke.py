@@ -48,6 +48,7 @@ def test_gateway_overhead_measures_agent_lightning_1_which_records_every_call_it
     assert result["peer1_recorded_what"] == "model_request events"
     assert result["peer1_recorded"] >= result["peer1_calls_answered"]
     assert result["peer1_rps_16"] > 0 and result["peer1_p50_ms"] > 0
+    assert result["peer1_cpu_ms_per_call_1"] > 0 and result["gateway_cpu_ms_per_call_1"] > 0
 
 
 def test_gateway_overhead_names_setup_sh_when_a_peer_venv_is_missing(tmp_path: Path) -> None:
