@@ -12,6 +12,8 @@ Measured in one run:
   its scoped token): p50 / p99 and the **added** p50 / p99;
 * proxied non-streaming requests/s at 16 connections (and the engine alone for scale);
 * spans stored == calls answered (every call recorded);
+* the server process's CPU time per call (``/proc``), which other processes' load moves
+  far less than latencies;
 * with ``--rate R``: 16 connections offering R calls/s in all (``hey``), whose p99
   compares codes at one rate (wrk's 16 connections take what each code can serve);
 * with ``--peer`` / ``--peer1``: the same cells through a reference peer in front of the
@@ -425,7 +427,7 @@ def main() -> None:
     )
     print(
         f"  1 connection : direct p50 {d1['p50_ms']:.3f} ms p99 {d1['p99_ms']:.3f} ms | "
-        f"gateway p50 {g1['p50_ms']:.3f} ms p99 {g1['p99_ms']:.3f} ms"
+        f"gateway p50 {g1['p50_ms']:.3f} ms p99 {g1['p99_ms']:.3f} ms, {g1['rps']:.0f} req/s"
     )
     print(
         f"  added        : p50 {result['added_p50_ms']:.3f} ms (target <= {TARGET_ADDED_P50_MS} ms: "
