@@ -87,3 +87,20 @@ def test_episode_smoke_mode_plays_a_multi_turn_episode_that_prefills_only_new_to
     # after the first turn, only the new turns are prefilled: far fewer tokens than the prompts hold
     later_prompts = ours["prompt_tokens_total"] - ours["prefilled_total"]
     assert ours["prefilled_per_later_turn"] < header["system_tokens"] and later_prompts > 2 * header["system_tokens"]
+
+
+def test_update_matmuls_smoke_mode_records_the_updates_products_and_times_them_against_a_peak() -> None:
+    (row,) = _json_rows("update_matmuls.py")
+    assert row["model"] == "tiny" and row["threads"] == 1 and row["samples"] == 8
+    # every product of the update recorded, forward and backward, with FLOPs and a stand-alone time
+    assert row["products"] > 0 and row["distinct_shapes"] > 0 and row["gflop"] > 0 and row["alone_s"] > 0
+    classes = {c["class"]: c for c in row["classes"]}
+    assert {"MLP proj fwd", "MLP proj input-grad", "LoRA A/B fwd", "LoRA A/B input-grad", "LoRA weight-grad",
+            "k/v proj fwd", "lm_head fwd"} <= set(classes)
+    assert sum(c["calls"] for c in classes.values()) == row["products"]
+    assert abs(sum(c["gflop"] for c in classes.values()) - row["gflop"]) < 1e-2
+    # the peak is at least the best of the update's own shapes, so the ratio is in (0, 1]
+    assert row["peak_gflops"] >= row["best_shape"]["gflops"] > 0
+    assert 0 < row["ratio"] <= 1 and row["target"] == 0.7 and row["target_met"] == (row["ratio"] >= 0.7)
+    assert 0 < row["matmul_share_of_update"] < 1
+    assert row["attention"]["sdpa fwd"]["calls"] > 0
