@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from agentbolt.engines.local.blocks import mlp_residual, rms_norm
 from agentbolt.engines.local.packed_linear import PackedLinears
 
-__all__ = ["OneRowStep", "rotation_basis"]
+__all__ = ["OneRowStep", "attend", "rotation_basis"]
 
 
 def rotation_basis(head_dim: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -38,6 +38,24 @@ def rotation_basis(head_dim: int, dtype: torch.dtype, device: torch.device) -> t
     basis[idx + half, idx] = -1.0
     basis[idx, idx + half] = 1.0
     return basis
+
+
+def attend(attn: Any, qkv: torch.Tensor, rotate: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
+           k_all: torch.Tensor, v_all: torch.Tensor) -> torch.Tensor:
+    """One row's attention output ``[1, q heads x head_dim]`` from its q, k, v heads ``qkv``
+    (``[q heads + 2 x kv heads, head_dim]``): the rotary product ``rotate``, the new K/V
+    written into ``k_new`` / ``v_new`` (``[kv heads, head_dim]``), SDPA over ``k_all`` /
+    ``v_all`` (``[1, kv heads, positions, head_dim]``, the new position included)."""
+    nk, hd = k_new.shape[0], qkv.shape[1]
+    nq = qkv.shape[0] - 2 * nk
+    qk = qkv[: nq + nk]
+    if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotary embedding
+        qk = torch.cat((rms_norm(attn.q_norm, qk[:nq]), rms_norm(attn.k_norm, qk[nq:])))
+    qk = torch.mm(qk, rotate)
+    k_new.copy_(qk[nq:])
+    v_new.copy_(qkv[nq + nk:])
+    queries = qk[:nq].view(1, nk, nq // nk, hd)  # the query heads sharing a KV head as its query rows
+    return F.scaled_dot_product_attention(queries, k_all, v_all, scale=attn.scaling).view(1, nq * hd)
 
 
 class OneRowStep:
@@ -62,17 +80,9 @@ class OneRowStep:
         rotate = torch.addcmul(torch.diag(self.cos[length]), self.basis, self.sin[length])
         k_new, v_new = k[:, 0, :, length], v[:, 0, :, length]  # [layers, kv_heads, head_dim] views
         k_all, v_all = k[:, :1, :, : length + 1], v[:, :1, :, : length + 1]
-        queries = (1, nk, self.group, hd)  # the query heads sharing a KV head as its query rows
         x = self.model.model.embed_tokens(torch.tensor([token], device=k.device))  # [1, hidden]
         for i, (norm_in, attn, norm_post, mlp) in enumerate(self.layers):
             qkv = lin(attn.q_proj, attn.k_proj, attn.v_proj, x=rms_norm(norm_in, x)).view(nq + 2 * nk, hd)
-            qk = qkv[: nq + nk]
-            if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotary embedding
-                qk = torch.cat((rms_norm(attn.q_norm, qk[:nq]), rms_norm(attn.k_norm, qk[nq:])))
-            qk = torch.mm(qk, rotate)
-            k_new[i].copy_(qk[nq:])
-            v_new[i].copy_(qkv[nq + nk:])
-            o = F.scaled_dot_product_attention(qk[:nq].view(queries), k_all[i], v_all[i], scale=attn.scaling)
-            x = lin.plus(attn.o_proj, o.view(1, nq * hd), x)
+            x = lin.plus(attn.o_proj, attend(attn, qkv, rotate, k_new[i], v_new[i], k_all[i], v_all[i]), x)
             x = mlp_residual(lin, mlp, rms_norm(norm_post, x), x)
         return lin(self.model.lm_head, x=rms_norm(self.model.model.norm, x)).float()

@@ -38,10 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from agentbolt.engines.local.blocks import rms_norm
-from agentbolt.engines.local.one_row import rotation_basis
+from agentbolt.engines.local.one_row import attend, rotation_basis
 
 __all__ = ["TwoWayOneRowStep"]
 
@@ -207,26 +206,17 @@ class TwoWayOneRowStep:
     def _run(self, t: int, length: int, k: torch.Tensor, v: torch.Tensor, rotate: torch.Tensor,
              x: torch.Tensor) -> torch.Tensor:
         """Thread ``t``'s half of the step: its logits columns."""
-        hd, group = self.head_dim, self.group
+        hd = self.head_dim
         a, b = self.kv_ranges[t]
-        nk = b - a
-        nq = nk * group
         i0, i1 = self.inter_ranges[t]
         k_new, v_new = k[:, 0, a:b, length], v[:, 0, a:b, length]  # [layers, its kv heads, head_dim]
         k_all, v_all = k[:, :1, a:b, : length + 1], v[:, :1, a:b, : length + 1]
-        queries = (1, nk, group, hd)
         for i, (norm_in, attn, norm_post, mlp) in enumerate(self.layers):
             w = self._half(t, i)
             h = rms_norm(norm_in, x)
             qkv = (torch.mm(h, w.qkv) if w.qkv_bias is None else torch.addmm(w.qkv_bias, h, w.qkv)).view(-1, hd)
-            qk = qkv[: nq + nk]
-            if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotary embedding
-                qk = torch.cat((rms_norm(attn.q_norm, qk[:nq]), rms_norm(attn.k_norm, qk[nq:])))
-            qk = torch.mm(qk, rotate)
-            k_new[i].copy_(qk[nq:])
-            v_new[i].copy_(qkv[nq + nk:])
-            o = F.scaled_dot_product_attention(qk[:nq].view(queries), k_all[i], v_all[i], scale=attn.scaling)
-            x = self._partial_sum(t, x, o.view(1, nq * hd), w.o, attn.o_proj.bias)
+            o = attend(attn, qkv, rotate, k_new[i], v_new[i], k_all[i], v_all[i])
+            x = self._partial_sum(t, x, o, w.o, attn.o_proj.bias)
             h = rms_norm(norm_post, x)
             gate_up = torch.mm(h, w.gate_up) if w.gate_up_bias is None else torch.addmm(w.gate_up_bias, h, w.gate_up)
             n = i1 - i0
