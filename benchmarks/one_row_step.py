@@ -1,13 +1,13 @@
-"""Time per one-row decode step of the local engine: the step on the engine's thread
-(``OneRowStep``, its ops on torch's 2 intra-op threads as the engine sets them, and on 1)
-against the step split across two threads (``TwoWayOneRowStep``), alternating in one
-process, from a worker thread with ``torch.set_num_threads(2)`` as the engine runs it.
+"""Time per one-row decode step of the local engine (``OneRowStep``): its ops on one
+intra-op thread (as the engine runs it) against torch's 2 intra-op threads (as it ran
+before), alternating in one process, from a worker thread with ``torch.set_num_threads(2)``
+as the engine runs it.
 
     python benchmarks/one_row_step.py                 # SmolLM2-135M, fp32, 40 steps x 4 rounds
     python benchmarks/one_row_step.py --smoke --json  # tiny random model, seconds
 
 Per candidate and round: wall ms per step, the process's CPU ms per step and the CPU ms of
-the engine's thread (for the two-way step the rest is its worker's). On a shared machine
+the engine's thread (the rest is torch's other intra-op thread). On a shared machine
 the wall time follows the load; the CPU times say what a step costs, the load aside (they
 still include memory stalls from other processes' traffic). The load average is printed
 beside every round.
@@ -30,13 +30,12 @@ import torch
 
 from agentbolt.engines.local.llama_forward import RaggedLlama, Step
 from agentbolt.engines.local.one_row import OneRowStep
-from agentbolt.engines.local.two_way import TwoWayOneRowStep
 from agentbolt.models.tiny import tiny_model
 
 
 def _model(smoke: bool) -> Any:
     if smoke:
-        return tiny_model(n_kv_heads=2)[0]
+        return tiny_model()[0]
     from transformers import AutoModelForCausalLM
 
     from agentbolt.models.smollm2 import smollm2
@@ -46,20 +45,11 @@ def _model(smoke: bool) -> Any:
 
 def measure(model: Any, steps: int, rounds: int, prompt_len: int = 40) -> list[dict[str, Any]]:
     """Rows ``{"step", "round", "wall_ms", "process_cpu_ms", "engine_thread_cpu_ms", "load"}``."""
-    runner = RaggedLlama(model, slots=1, max_len=prompt_len + steps + 8, device=torch.device("cpu"), two_way=True)
-    two = runner.one_row
-    if not isinstance(two, TwoWayOneRowStep):
-        raise SystemExit("the model has one KV head: no two-way step to compare")
-    one = OneRowStep(model, runner.linear, heads=runner.heads, kv_heads=runner.kv_heads, head_dim=runner.head_dim,
-                     cos=runner._cos, sin=runner._sin)
+    runner = RaggedLlama(model, slots=1, max_len=prompt_len + steps + 8, device=torch.device("cpu"))
+    one = runner.one_row
+    two = OneRowStep(model, runner.linear, heads=runner.heads, kv_heads=runner.kv_heads, head_dim=runner.head_dim,
+                     cos=one.cos, sin=one.sin, threads=None)
     rows: list[dict[str, Any]] = []
-
-    def one_on_one_thread(token: int, length: int, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        torch.set_num_threads(1)
-        try:
-            return one(token, length, k, v)
-        finally:
-            torch.set_num_threads(2)
 
     def work() -> None:
         torch.set_num_threads(2)
@@ -67,8 +57,7 @@ def measure(model: Any, steps: int, rounds: int, prompt_len: int = 40) -> list[d
             runner.forward(Step([], [], [list(range(100, 100 + prompt_len))], [0]))
             runner.reserve(prompt_len + steps + 1)
             for r in range(rounds):
-                order: list[tuple[str, Any]] = [("one, 2 intra", one), ("one, 1 intra", one_on_one_thread),
-                                                ("two-way", two)]
+                order = [("1 intra-op", one), ("2 intra-op", two)]
                 for name, step in order if r % 2 == 0 else order[::-1]:
                     step(5, prompt_len, runner.k, runner.v)  # warm: the weight copies exist
                     wall, cpu, mine = time.perf_counter(), time.process_time(), time.thread_time()
@@ -83,7 +72,6 @@ def measure(model: Any, steps: int, rounds: int, prompt_len: int = 40) -> list[d
     thread = threading.Thread(target=work)
     thread.start()
     thread.join()
-    runner.close()
     return rows
 
 
@@ -97,7 +85,7 @@ def main() -> None:
     steps = args.steps or (4 if args.smoke else 40)
     for row in measure(_model(args.smoke), steps, args.rounds):
         print(json.dumps(row) if args.json else
-              f"round {row['round']} {row['step']:>12}: wall {row['wall_ms']:7.1f} ms/step, "
+              f"round {row['round']} {row['step']:>10}: wall {row['wall_ms']:7.1f} ms/step, "
               f"CPU {row['process_cpu_ms']:6.1f} (engine thread {row['engine_thread_cpu_ms']:5.1f}), "
               f"load {row['load']:.2f}", flush=True)
 

@@ -6,7 +6,6 @@ of the served weights. Tiny random Llama models; real engine, no mocks."""
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any
 
 import pytest
@@ -108,11 +107,10 @@ async def test_a_weight_swap_drops_the_cached_prefixes() -> None:
         await eng.close()
 
 
-async def test_with_two_threads_a_lone_sequence_decodes_on_both_and_keeps_exact_logprobs_across_a_swap() -> None:
-    served, tokenizer = tiny_model(seed=0, n_kv_heads=2)
-    new_model, _ = tiny_model(seed=1, n_kv_heads=2)
-    others = set(_two_way_workers())
-    eng = TransformersEngine(served, tokenizer, batch_window_ms=1, num_threads=2)
+async def test_with_two_threads_a_lone_sequence_keeps_exact_logprobs_across_a_swap() -> None:
+    served, tokenizer = tiny_model(seed=0)
+    new_model, _ = tiny_model(seed=1)
+    eng = TransformersEngine(served, tokenizer, batch_window_ms=1, num_threads=2)  # the one-row step on 1 of them
     try:
         prompt = tokenizer("One sequence, two threads.")["input_ids"]
         for version, model in enumerate((served, new_model)):
@@ -121,14 +119,8 @@ async def test_with_two_threads_a_lone_sequence_decodes_on_both_and_keeps_exact_
             answer = await eng.completions({"prompt": prompt, "max_tokens": 6, "ignore_eos": True, "logprobs": 0})
             assert _completion_logprobs(answer) == pytest.approx(
                 _forward_logprobs(model, prompt, answer["choices"][0]["token_ids"]), abs=1e-4)
-        assert set(_two_way_workers()) - others  # the split step ran (its worker thread is up)
     finally:
         await eng.close()
-    assert set(_two_way_workers()) <= others  # stopped with the engine
-
-
-def _two_way_workers() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "agentbolt-two-way"]
 
 
 async def test_the_per_batch_scheduler_stays_available_and_serves_other_architectures() -> None:

@@ -56,9 +56,7 @@ class ContinuousScheduler(BatchScheduler):
                  max_len: int = 2048, prefix_cache_tokens: int = 8192, prefill_tokens_per_step: int = 2048) -> None:
         super().__init__(model, tokenizer, max_batch_size=max_batch_size, batch_window_s=batch_window_s,
                          device=device, eos_ids=eos_ids, pad_id=pad_id, num_threads=num_threads)
-        # threads >= 2: a one-row step runs on two threads, each owning half of every layer
-        self.runner = RaggedLlama(model, slots=max_batch_size, max_len=max_len, device=device,
-                                  two_way=num_threads is not None and num_threads >= 2)
+        self.runner = RaggedLlama(model, slots=max_batch_size, max_len=max_len, device=device)
         self.prefix = PrefixCache(prefix_cache_tokens)
         self.prefill_tokens_per_step = prefill_tokens_per_step
         self._pending: deque[GenRequest] = deque()
@@ -117,7 +115,6 @@ class ContinuousScheduler(BatchScheduler):
     def _shut_down(self) -> None:
         super()._shut_down()
         self.prefix.clear()
-        self.runner.close()
 
     def _admissible(self) -> list[GenRequest]:
         admit: list[GenRequest] = []

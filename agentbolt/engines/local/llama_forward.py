@@ -14,9 +14,7 @@ rotary table is the model's own, the linear layers run on laid-out copies of the
 (:class:`.packed_linear.PackedLinears`: oneDNN for two rows or more, MKL on transposed
 copies for one; remade when a weight changes), so an in-place weight swap (full state
 dict or merged LoRA) is served at the next pass. A step that only decodes one row runs
-:class:`.one_row.OneRowStep` instead, the same math in fewer ops (with ``two_way``, that
-or the same step split across two threads, whichever has been faster:
-:class:`.one_row_choice.FasterOneRowStep`).
+:class:`.one_row.OneRowStep` instead, the same math in fewer ops.
 Grouped-query attention runs without repeating K/V: the query heads that share a KV head
 are laid out as extra query rows of that head.
 
@@ -35,9 +33,7 @@ import torch.nn.functional as F
 
 from agentbolt.engines.local.blocks import mlp_residual, rms_norm
 from agentbolt.engines.local.one_row import OneRowStep
-from agentbolt.engines.local.one_row_choice import FasterOneRowStep
 from agentbolt.engines.local.packed_linear import PackedLinears
-from agentbolt.engines.local.two_way import TwoWayOneRowStep
 
 __all__ = ["RaggedLlama", "Step", "unsupported_reason"]
 
@@ -93,7 +89,7 @@ class RaggedLlama:
     """Runs :class:`Step` s over ``model`` with a KV buffer of ``slots`` rows."""
 
     def __init__(self, model: Any, *, slots: int, max_len: int, device: torch.device,
-                 initial_capacity: int = 64, two_way: bool = False) -> None:
+                 initial_capacity: int = 64) -> None:
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"RaggedLlama cannot run this model: {reason}")
@@ -117,23 +113,13 @@ class RaggedLlama:
             cos, sin = self.inner.rotary_emb(probe, torch.arange(max_len, device=device)[None])
         self._cos, self._sin = cos[0], sin[0]  # [max_len, head_dim]
         self.linear = PackedLinears()
-        self.one_row: OneRowStep | FasterOneRowStep = OneRowStep(
-            model, self.linear, heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
-            cos=self._cos, sin=self._sin)
-        if two_way and device.type == "cpu" and TwoWayOneRowStep.applies(self.kv_heads):
-            two = TwoWayOneRowStep(model, heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
-                                   cos=self._cos, sin=self._sin)
-            self.one_row = FasterOneRowStep(self.one_row, two)
+        self.one_row = OneRowStep(model, self.linear, heads=self.heads, kv_heads=self.kv_heads,
+                                  head_dim=self.head_dim, cos=self._cos, sin=self._sin)
         self.capacity = 0
         shape = (len(self.layers), slots, self.kv_heads, 0, self.head_dim)
         self.k = torch.empty(shape, dtype=dtype, device=device)
         self.v = torch.empty(shape, dtype=dtype, device=device)
         self.reserve(min(initial_capacity, max_len))
-
-    def close(self) -> None:
-        """Stop the one-row step's worker thread, if it has one (a later step starts it again)."""
-        if isinstance(self.one_row, FasterOneRowStep):
-            self.one_row.close()
 
     @property
     def bytes_per_token(self) -> int:

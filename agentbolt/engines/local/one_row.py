@@ -11,6 +11,12 @@ position, the new K/V copied into the cache, attention over the row's cached pos
 RMSNorm, the gate/up product, the activation and their product, ``down_proj`` with the
 residual add in the same call (:class:`.packed_linear.PackedLinears`).
 
+The step runs its ops on one intra-op thread (``threads``), whatever torch's thread count: at one row a
+product is bound by memory bandwidth, which a second core adds little to on this
+repository's machine (one thread streams 18-21 GB/s, two 23-27 GB/s), while each of
+torch's parallel regions pays a barrier (2 threads: 7-30 % more wall time per step,
+``benchmarks/one_row_step.py``).
+
 The math is the ragged step's (:class:`.llama_forward.RaggedLlama`), in a different
 order of float operations: logits agree to rounding, and the K/V written here are the
 ones the ragged step reads later.
@@ -26,7 +32,7 @@ import torch.nn.functional as F
 from agentbolt.engines.local.blocks import mlp_residual, rms_norm
 from agentbolt.engines.local.packed_linear import PackedLinears
 
-__all__ = ["OneRowStep", "attend", "rotation_basis"]
+__all__ = ["OneRowStep", "rotation_basis"]
 
 
 def rotation_basis(head_dim: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -40,31 +46,14 @@ def rotation_basis(head_dim: int, dtype: torch.dtype, device: torch.device) -> t
     return basis
 
 
-def attend(attn: Any, qkv: torch.Tensor, rotate: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
-           k_all: torch.Tensor, v_all: torch.Tensor) -> torch.Tensor:
-    """One row's attention output ``[1, q heads x head_dim]`` from its q, k, v heads ``qkv``
-    (``[q heads + 2 x kv heads, head_dim]``): the rotary product ``rotate``, the new K/V
-    written into ``k_new`` / ``v_new`` (``[kv heads, head_dim]``), SDPA over ``k_all`` /
-    ``v_all`` (``[1, kv heads, positions, head_dim]``, the new position included)."""
-    nk, hd = k_new.shape[0], qkv.shape[1]
-    nq = qkv.shape[0] - 2 * nk
-    qk = qkv[: nq + nk]
-    if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotary embedding
-        qk = torch.cat((rms_norm(attn.q_norm, qk[:nq]), rms_norm(attn.k_norm, qk[nq:])))
-    qk = torch.mm(qk, rotate)
-    k_new.copy_(qk[nq:])
-    v_new.copy_(qkv[nq + nk:])
-    queries = qk[:nq].view(1, nk, nq // nk, hd)  # the query heads sharing a KV head as its query rows
-    return F.scaled_dot_product_attention(queries, k_all, v_all, scale=attn.scaling).view(1, nq * hd)
-
-
 class OneRowStep:
     """Decode one token for the row in KV slot 0 of ``k`` / ``v`` (``[layers, slots,
     kv_heads, capacity, head_dim]``); returns its float32 logits ``[1, vocab]``."""
 
     def __init__(self, model: Any, linear: PackedLinears, *, heads: int, kv_heads: int, head_dim: int,
-                 cos: torch.Tensor, sin: torch.Tensor) -> None:
+                 cos: torch.Tensor, sin: torch.Tensor, threads: int | None = 1) -> None:
         self.model = model
+        self.threads = threads  # torch's intra-op threads for the step's ops (None: the caller's)
         self.linear = linear
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.group = heads // kv_heads
@@ -76,13 +65,31 @@ class OneRowStep:
 
     def __call__(self, token: int, length: int, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """``token`` goes to position ``length`` (the positions before are cached in slot 0)."""
+        threads = torch.get_num_threads()
+        if self.threads is None or self.threads == threads:
+            return self._step(token, length, k, v)
+        torch.set_num_threads(self.threads)
+        try:
+            return self._step(token, length, k, v)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _step(self, token: int, length: int, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         lin, nq, nk, hd = self.linear, self.heads, self.kv_heads, self.head_dim
         rotate = torch.addcmul(torch.diag(self.cos[length]), self.basis, self.sin[length])
         k_new, v_new = k[:, 0, :, length], v[:, 0, :, length]  # [layers, kv_heads, head_dim] views
         k_all, v_all = k[:, :1, :, : length + 1], v[:, :1, :, : length + 1]
+        queries = (1, nk, self.group, hd)  # the query heads sharing a KV head as its query rows
         x = self.model.model.embed_tokens(torch.tensor([token], device=k.device))  # [1, hidden]
         for i, (norm_in, attn, norm_post, mlp) in enumerate(self.layers):
             qkv = lin(attn.q_proj, attn.k_proj, attn.v_proj, x=rms_norm(norm_in, x)).view(nq + 2 * nk, hd)
-            x = lin.plus(attn.o_proj, attend(attn, qkv, rotate, k_new[i], v_new[i], k_all[i], v_all[i]), x)
+            qk = qkv[: nq + nk]
+            if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm per head before the rotary embedding
+                qk = torch.cat((rms_norm(attn.q_norm, qk[:nq]), rms_norm(attn.k_norm, qk[nq:])))
+            qk = torch.mm(qk, rotate)
+            k_new[i].copy_(qk[nq:])
+            v_new[i].copy_(qkv[nq + nk:])
+            o = F.scaled_dot_product_attention(qk[:nq].view(queries), k_all[i], v_all[i], scale=attn.scaling)
+            x = lin.plus(attn.o_proj, o.view(1, nq * hd), x)
             x = mlp_residual(lin, mlp, rms_norm(norm_post, x), x)
         return lin(self.model.lm_head, x=rms_norm(self.model.model.norm, x)).float()
