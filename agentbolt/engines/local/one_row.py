@@ -11,11 +11,11 @@ position, the new K/V copied into the cache, attention over the row's cached pos
 RMSNorm, the gate/up product, the activation and their product, ``down_proj`` with the
 residual add in the same call (:class:`.packed_linear.PackedLinears`).
 
-The step runs its ops on one intra-op thread (``threads``), whatever torch's thread count: at one row a
-product is bound by memory bandwidth, which a second core adds little to on this
-repository's machine (one thread streams 18-21 GB/s, two 23-27 GB/s), while each of
-torch's parallel regions pays a barrier (2 threads: 7-30 % more wall time per step,
-``benchmarks/one_row_step.py``).
+The step runs its ops on one intra-op thread (``threads``), whatever torch's thread count:
+at one row a product is bound by memory bandwidth, which a second core adds little to on
+this repository's machine (one thread streams 18-21 GB/s, two 23-27 GB/s), while each of
+torch's parallel regions pays a barrier (with 2 threads a step took 7-29 % more CPU and,
+in 7 of 8 rounds, 10-35 % more wall time: ``benchmarks/one_row_step.py``).
 
 The math is the ragged step's (:class:`.llama_forward.RaggedLlama`), in a different
 order of float operations: logits agree to rounding, and the K/V written here are the
