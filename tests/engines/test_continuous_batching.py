@@ -107,6 +107,22 @@ async def test_a_weight_swap_drops_the_cached_prefixes() -> None:
         await eng.close()
 
 
+async def test_with_two_threads_a_lone_sequence_keeps_exact_logprobs_across_a_swap() -> None:
+    served, tokenizer = tiny_model(seed=0)
+    new_model, _ = tiny_model(seed=1)
+    eng = TransformersEngine(served, tokenizer, batch_window_ms=1, num_threads=2)  # the one-row step on 1 of them
+    try:
+        prompt = tokenizer("One sequence, two threads.")["input_ids"]
+        for version, model in enumerate((served, new_model)):
+            if version:
+                await eng.update_weights(new_model.state_dict())  # written into the served model in place
+            answer = await eng.completions({"prompt": prompt, "max_tokens": 6, "ignore_eos": True, "logprobs": 0})
+            assert _completion_logprobs(answer) == pytest.approx(
+                _forward_logprobs(model, prompt, answer["choices"][0]["token_ids"]), abs=1e-4)
+    finally:
+        await eng.close()
+
+
 async def test_the_per_batch_scheduler_stays_available_and_serves_other_architectures() -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 

@@ -11,6 +11,12 @@ position, the new K/V copied into the cache, attention over the row's cached pos
 RMSNorm, the gate/up product, the activation and their product, ``down_proj`` with the
 residual add in the same call (:class:`.packed_linear.PackedLinears`).
 
+The step runs its ops on one intra-op thread (``threads``), whatever torch's thread count:
+at one row a product is bound by memory bandwidth, which a second core adds little to on
+this repository's machine (one thread streams 18-21 GB/s, two 23-27 GB/s), while each of
+torch's parallel regions pays a barrier (with 2 threads a step took 7-29 % more CPU and,
+in 7 of 8 rounds, 10-35 % more wall time: ``benchmarks/one_row_step.py``).
+
 The math is the ragged step's (:class:`.llama_forward.RaggedLlama`), in a different
 order of float operations: logits agree to rounding, and the K/V written here are the
 ones the ragged step reads later.
@@ -45,8 +51,9 @@ class OneRowStep:
     kv_heads, capacity, head_dim]``); returns its float32 logits ``[1, vocab]``."""
 
     def __init__(self, model: Any, linear: PackedLinears, *, heads: int, kv_heads: int, head_dim: int,
-                 cos: torch.Tensor, sin: torch.Tensor) -> None:
+                 cos: torch.Tensor, sin: torch.Tensor, threads: int | None = 1) -> None:
         self.model = model
+        self.threads = threads  # torch's intra-op threads for the step's ops (None: the caller's)
         self.linear = linear
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.group = heads // kv_heads
@@ -58,6 +65,16 @@ class OneRowStep:
 
     def __call__(self, token: int, length: int, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """``token`` goes to position ``length`` (the positions before are cached in slot 0)."""
+        threads = torch.get_num_threads()
+        if self.threads is None or self.threads == threads:
+            return self._step(token, length, k, v)
+        torch.set_num_threads(self.threads)
+        try:
+            return self._step(token, length, k, v)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _step(self, token: int, length: int, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         lin, nq, nk, hd = self.linear, self.heads, self.kv_heads, self.head_dim
         rotate = torch.addcmul(torch.diag(self.cos[length]), self.basis, self.sin[length])
         k_new, v_new = k[:, 0, :, length], v[:, 0, :, length]  # [layers, kv_heads, head_dim] views

@@ -84,3 +84,20 @@ def test_a_weight_changed_in_place_is_served_at_the_next_step() -> None:
         runner.forward(Step([], [], [PROMPT], [0]))
         got = runner.forward(Step([ANSWER[0]], [len(PROMPT)], [], []))[0]
     assert_same_sums(got, _full_forward(other, PROMPT + ANSWER[:1])[-1], terms=64 * 2)
+
+
+def test_the_step_runs_on_one_intra_op_thread_and_leaves_torchs_thread_count_as_it_was() -> None:
+    model = _model("llama")
+    want = _full_forward(model, PROMPT + ANSWER[:1])[-1]
+    runner = _runner(model)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.inference_mode():
+            runner.forward(Step([], [], [PROMPT], [0]))
+            got = runner.forward(Step([ANSWER[0]], [len(PROMPT)], [], []))[0]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert runner.one_row.threads == 1
+    assert_same_sums(got, want, terms=64 * 2)
