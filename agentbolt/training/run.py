@@ -10,7 +10,10 @@ Around an algorithm's own steps, a run always does the same things, in this orde
 4. a held-out **evaluation** before training (step 0) and after it (the last step), each
    logged with the policy version it evaluated;
 5. the **steps** themselves: ``done + 1 .. total``, ended early once ``time_budget_s`` of
-   training is spent;
+   training is spent or when the algorithm says :meth:`~TrainingRun.stop`. Training time
+   is the steps' own: from the first step to the end of the last, less the evaluations
+   run between them (:meth:`~TrainingRun.evaluate`, :meth:`~TrainingRun.evaluating`) —
+   :attr:`~TrainingRun.training_seconds`, what a run reports as "training X s";
 6. **checkpoints** after steps (the trainable weights, the optimizer, the run state;
    a sharded policy's as shards every rank writes);
 7. the **export** of the trained policy (``export_dir``, or ``run_dir/model``; a sharded
@@ -31,6 +34,7 @@ An algorithm keeps only its own idea — what one step does — and calls these 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -75,6 +79,10 @@ class TrainingRun:
         for p in policies:
             self.policy_dir(p).mkdir(exist_ok=True)
         self.metrics: Any = None
+        self._train_start: float | None = None  # when the first step started (time.monotonic)
+        self._train_end: float | None = None  # when the steps ended
+        self._eval_s = 0.0  # evaluations run between the steps
+        self._stop: str | None = None  # why the algorithm ended the steps (stop)
 
     def policy_dir(self, policy: str) -> Path:
         """``run_dir/<policy>``: one policy's files in a run of several."""
@@ -116,8 +124,10 @@ class TrainingRun:
     async def evaluate(self, evaluate: Callable[[], Awaitable[E]], step: int,
                        version: int | Mapping[str, int | None] | None) -> E:
         """Run ``evaluate`` and log its metrics at ``step`` under the policy ``version`` —
-        in a run of several policies, ``{policy: version}``, logged as ``<policy>/policy_version``."""
-        result = await evaluate()
+        in a run of several policies, ``{policy: version}``, logged as ``<policy>/policy_version``.
+        Its time is not training time (:attr:`training_seconds`)."""
+        with self.evaluating():
+            result = await evaluate()
         if isinstance(version, Mapping):
             await self.metrics.log(step, {**result.metrics(None),
                                           **{f"{p}/policy_version": v for p, v in version.items()}})
@@ -125,18 +135,52 @@ class TrainingRun:
             await self.metrics.log(step, result.metrics(version))
         return result
 
+    @contextlib.contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """Time spent inside is evaluation, not training: left out of :attr:`training_seconds`
+        and of the time budget (for an evaluation an algorithm runs and logs itself, such as
+        GRPO's ``eval_every``; :meth:`evaluate` uses it)."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            if self._train_start is not None and self._train_end is None:  # between the steps
+                self._eval_s += time.monotonic() - t0
+
+    @property
+    def training_seconds(self) -> float:
+        """Seconds of training: from the start of the first step of :meth:`steps` to the end
+        of the last (or now, while they run), less the evaluations between them; 0 before."""
+        if self._train_start is None:
+            return 0.0
+        end = time.monotonic() if self._train_end is None else self._train_end
+        return end - self._train_start - self._eval_s
+
+    def stop(self, reason: str) -> None:
+        """End :meth:`steps` after the current step (an algorithm's own rule: e.g. GRPO's
+        ``stop_success_rate``); ``reason`` is said on the console."""
+        self._stop = reason
+
     def steps(self, done: int, total: int, time_budget_s: float | None) -> Iterator[int]:
-        """The steps ``done + 1 .. total``; none after ``time_budget_s`` seconds of them
-        (counted from the first; said on the console)."""
-        t_train = time.monotonic()
+        """The steps ``done + 1 .. total``; none after ``time_budget_s`` seconds of training
+        (:attr:`training_seconds`: evaluations excluded) or after :meth:`stop` (either said
+        on the console)."""
+        self._train_start, self._train_end, self._eval_s, self._stop = time.monotonic(), None, 0.0, None
         step = done
-        while step < total:
-            if time_budget_s is not None and time.monotonic() - t_train > time_budget_s:
-                self.console.print(f"[bold]{self.name}[/]: time budget of {time_budget_s:g} s spent after {step} "
-                                   "steps")
-                return
-            step += 1
-            yield step
+        try:
+            while step < total:
+                if self._stop is not None:
+                    self.console.print(f"[bold]{self.name}[/]: stopped after {step} steps "
+                                       f"({self.training_seconds:.0f} s of training): {self._stop}")
+                    return
+                if time_budget_s is not None and self.training_seconds > time_budget_s:
+                    self.console.print(f"[bold]{self.name}[/]: time budget of {time_budget_s:g} s of training spent "
+                                       f"after {step} steps (evaluations excluded)")
+                    return
+                step += 1
+                yield step
+        finally:
+            self._train_end = time.monotonic()
 
     async def save(self, step: int, policy: Any, optimizer: dict[str, Any], state: dict[str, Any], *,
                    of: str | None = None, sharded_optimizer: Any = None) -> None:

@@ -11,7 +11,8 @@ from agentbolt.algorithms import GRPOConfig, LoraSettings
 
 
 def grpo_parser(doc: str, *, run_dir: str, max_tokens: int, minutes: float = 24.0, tasks_per_step: int = 8,
-                threads: int = 2) -> argparse.ArgumentParser:
+                threads: int = 2, lr: float = 3e-4, stop_success_rate: float | None = None,
+                ) -> argparse.ArgumentParser:
     """A parser with the options of a GRPO example (``doc``'s first paragraph as its
     description); the keywords are the defaults that differ between examples. The example
     adds its own options and applies its ``--smoke`` sizes after parsing."""
@@ -19,10 +20,17 @@ def grpo_parser(doc: str, *, run_dir: str, max_tokens: int, minutes: float = 24.
     p.add_argument("--smoke", action="store_true", help="one tiny step: checks the whole path")
     p.add_argument("--steps", type=int, default=40, help="most policy updates (the time budget usually ends first)")
     p.add_argument("--minutes", type=float, default=minutes,
-                   help="training time budget: no step starts after it (evaluations and the last step come on top)")
+                   help="training time budget: no step starts after it (evaluations excluded; the last step comes "
+                        "on top)")
+    p.add_argument("--stop-success-rate", type=float, default=stop_success_rate,
+                   help="stop once the training success rate (sampled rollouts, never the held-out set) has been at "
+                        "least this for --stop-success-steps steps in a row (GRPOConfig.stop_success_rate)")
+    p.add_argument("--stop-success-steps", type=int, default=2)
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="also evaluate the held-out set every N steps (a diagnosis: slower, not training time)")
     p.add_argument("--tasks-per-step", type=int, default=tasks_per_step)
     p.add_argument("--group-size", type=int, default=8)
-    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--lr", type=float, default=lr)
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--train-size", type=int, default=400)
     p.add_argument("--val-size", type=int, default=64)
@@ -37,12 +45,14 @@ def grpo_parser(doc: str, *, run_dir: str, max_tokens: int, minutes: float = 24.
 
 def grpo_config(args: argparse.Namespace, run_dir: Path, **fields: Any) -> GRPOConfig:
     """GRPO as the options say: LoRA of rank ``--lora-r`` (alpha twice that), a checkpoint
-    after every step (a second run resumes), held-out evaluations only before and after.
+    after every step (a second run resumes), held-out evaluations before and after (and
+    every ``--eval-every`` steps), the early stop of ``--stop-success-rate``.
     ``fields`` are the example's own settings (``micro_batch_tokens``, ``schedule``, ...)."""
     return GRPOConfig(
         max_steps=args.steps, time_budget_s=args.minutes * 60, tasks_per_step=args.tasks_per_step,
         group_size=args.group_size, learning_rate=args.lr, lora=LoraSettings(r=args.lora_r, alpha=2 * args.lora_r),
-        run_dir=str(run_dir), seed=args.seed, checkpoint_every=1, eval_every=0, **fields,
+        run_dir=str(run_dir), seed=args.seed, checkpoint_every=1, eval_every=args.eval_every,
+        stop_success_rate=args.stop_success_rate, stop_success_steps=args.stop_success_steps, **fields,
     )
 
 

@@ -113,7 +113,8 @@ def test_the_runners_build_mini_swe_agents_harness_from_cluster_yaml() -> None:
 
 
 SCALE = {
-    "calc": (CALC, {"steps", "minutes", "tasks_per_step", "train_size", "val_size", "run_dir"}),
+    # and, for a 1.5B model, half the 135M model's learning rate
+    "calc": (CALC, {"steps", "minutes", "tasks_per_step", "train_size", "val_size", "run_dir", "lr"}),
     # the ladder's scale, and what a 7B model is given: room to work in several calls, a lower
     # learning rate, a larger LoRA and token budget
     "harness_mini_swe_agent": (MINI, {"train_size", "val_size", "grpo_steps", "grpo_minutes", "tasks_per_step",

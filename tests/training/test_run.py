@@ -1,13 +1,13 @@
 """``TrainingRun``, the run skeleton GRPO, SFT and GRPOPolicies share: a run of several
 policies keeps each policy's checkpoints and export apart and resumes at the newest step
-every policy saved; the steps stop once the time budget is spent; an evaluation is logged
-with the version of every policy it evaluated."""
+every policy saved; the steps stop once the time budget of training is spent — the
+evaluations between them are not training time — or when the algorithm stops them; an
+evaluation is logged with the version of every policy it evaluated."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -99,6 +99,16 @@ def test_no_checkpoint_of_a_common_step_starts_afresh_and_says_why(
     assert _run(tmp_path / "fresh").resume_policies(True) is None
 
 
+class Clock:
+    """``time.monotonic`` for the run module, moved on by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
 def test_steps_continue_after_the_done_ones_until_the_time_budget_is_spent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -106,10 +116,58 @@ def test_steps_continue_after_the_done_ones_until_the_time_budget_is_spent(
     run = _run(tmp_path, policies=[], console=console)
     assert list(run.steps(2, 5, None)) == [3, 4, 5]
 
-    clock = iter([0.0, 1.0, 2.0, 3.5, 4.0])  # the start, then one reading before each step
-    monkeypatch.setattr(run_module, "time", SimpleNamespace(monotonic=lambda: next(clock)))
-    assert list(run.steps(0, 10, 3.0)) == [1, 2]
-    assert console.lines[-1] == "[bold]GRPO[/]: time budget of 3 s spent after 2 steps"
+    clock = Clock()
+    monkeypatch.setattr(run_module, "time", clock)
+    steps = []
+    for step in run.steps(0, 10, 3.0):
+        steps.append(step)
+        clock.now += 1.5  # each step takes 1.5 s
+    assert steps == [1, 2, 3]  # none starts after 3 s: the third starts at exactly 3 s
+    assert console.lines[-1] == "[bold]GRPO[/]: time budget of 3 s of training spent after 3 steps (evaluations " \
+                                "excluded)"
+    assert run.training_seconds == 4.5
+
+
+async def test_evaluations_between_the_steps_are_not_training_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    console = Console()
+    run = _run(tmp_path, policies=[], console=console)
+    run.metrics = Metrics()
+    clock = Clock()
+    monkeypatch.setattr(run_module, "time", clock)
+
+    async def slow_evaluation() -> Evaluation:
+        clock.now += 100.0
+        return Evaluation()
+
+    await run.evaluate(slow_evaluation, 0, 0)  # before the steps: not counted anywhere
+    steps = []
+    for step in run.steps(0, 10, 5.0):
+        steps.append(step)
+        clock.now += 2.0
+        with run.evaluating():  # an algorithm's own mid-run evaluation (GRPO's eval_every)
+            clock.now += 30.0
+        assert run.training_seconds == 2.0 * step
+    await run.evaluate(slow_evaluation, 3, 3)  # after them: the training time stays what it was
+
+    assert steps == [1, 2, 3]  # 6 s of training by the end of the third, 96 s of wall time
+    assert run.training_seconds == 6.0
+    assert "time budget of 5 s of training spent after 3 steps" in console.lines[-1]
+
+
+def test_an_algorithm_stops_the_steps_after_the_current_one_and_says_why(tmp_path: Path) -> None:
+    console = Console()
+    run = _run(tmp_path, policies=[], console=console)
+    steps = []
+    for step in run.steps(0, 10, None):
+        steps.append(step)
+        if step == 4:
+            run.stop("training success rate at or above 90% for 2 steps in a row")
+    assert steps == [1, 2, 3, 4]
+    assert console.lines[-1].startswith("[bold]GRPO[/]: stopped after 4 steps (")
+    assert console.lines[-1].endswith("s of training): training success rate at or above 90% for 2 steps in a row")
+    assert list(run.steps(4, 6, None)) == [5, 6]  # a new run of steps starts without the stop
 
 
 async def test_an_evaluation_of_several_policies_is_logged_with_each_policy_version(tmp_path: Path) -> None:

@@ -24,7 +24,9 @@ loop over several policies composes too: :class:`~.policies.GRPOPolicies`):
 
 Then metrics (console, ``metrics.jsonl``, the store, optional TensorBoard / W&B / MLflow)
 and a checkpoint. Evaluation on the validation set runs before, every ``eval_every``
-steps and after; the trained policy is exported as a Hugging Face model directory.
+steps and after (none of it counts as training time: ``time_budget_s``, ``time/train_s``);
+the run stops at ``max_steps``, at ``time_budget_s``, or early by ``stop_success_rate``
+(:mod:`.early_stop`); the trained policy is exported as a Hugging Face model directory.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from agentbolt.algorithms.grpo.collect import (
     std_or_none,
 )
 from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.algorithms.grpo.early_stop import SuccessStreak
 from agentbolt.algorithms.grpo.groups import Group, GroupScheduler
 from agentbolt.algorithms.grpo.onpolicy import TRAIN_SAMPLING, force_training_sampling
 from agentbolt.algorithms.grpo.overlong import filter_overlong, truncated_calls
@@ -100,6 +103,10 @@ class GRPOResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     """The metrics of every step of this process's run, in order."""
     seconds: float = 0.0
+    """Wall time of the run, evaluations, checkpoints and the export included."""
+    train_seconds: float = 0.0
+    """Seconds of training: this process's steps, the evaluations between them excluded
+    (what ``time_budget_s`` counts)."""
 
     @property
     def improvement(self) -> float | None:
@@ -261,6 +268,7 @@ class GRPO(Algorithm):
             sync.start(learner.version, update.steps)
             if dist.is_distributed() and not policy.sharded:  # every rank starts from rank 0's weights (a fresh LoRA
                 ranks.announce("weights", state=policy.trainable_state())  # init is random; sharding copies them)
+        streak = SuccessStreak(cfg.stop_success_rate, cfg.stop_success_steps)
         try:
             if cfg.eval_before and ctx.val_dataset and found is None:
                 result.before = await run.evaluate(lambda: self.evaluate(ctx, "before training"), 0, learner.version)
@@ -269,7 +277,12 @@ class GRPO(Algorithm):
                 for step in run.steps(done, cfg.max_steps, cfg.time_budget_s):
                     values = await self.step(ctx, control, learner, scheduler, step)
                     if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps and ctx.val_dataset:
-                        values.update((await self.evaluate(ctx, f"step {step}")).metrics(learner.version))
+                        with run.evaluating():  # not training time
+                            values.update((await self.evaluate(ctx, f"step {step}")).metrics(learner.version))
+                    values["time/train_s"] = run.training_seconds
+                    if streak.observe(values.get("success_rate")):
+                        log.info("stopping after step %d: %s", step, streak.reason())
+                        run.stop(streak.reason())
                     await metrics.log(step, values)
                     result.history.append(values)
                     if cfg.checkpoint_every and (step % cfg.checkpoint_every == 0 or step == cfg.max_steps):
@@ -288,7 +301,7 @@ class GRPO(Algorithm):
         finally:
             ranks.stop()  # followers stop
             await run.close()
-        result.seconds = run.seconds
+        result.seconds, result.train_seconds = run.seconds, run.training_seconds
         return result
 
     async def follow(self) -> None:

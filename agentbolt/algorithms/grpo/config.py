@@ -128,6 +128,16 @@ class GRPOConfig(PolicyTrainingConfig):
     rollout_timeout: float | None = Field(None, gt=0, description="Seconds to wait for a batch before giving up.")
     progress: bool = True
     """A bar on a terminal; elsewhere (CI, nohup, containers) a plain line per step."""
+    stop_success_rate: float | None = Field(None, gt=0, le=1)
+    """Stop early once the **training** success rate — the share of a step's sampled
+    rollouts whose reward reaches ``success_threshold`` (the ``success_rate`` metric) — has
+    been at least this for ``stop_success_steps`` steps in a row (:mod:`.early_stop`; said on
+    the console and logged). It reads only the rollouts trained on, never the validation
+    set. A policy that solves nearly every group learns little more: groups whose rollouts
+    all succeed tie and train nothing. None (default): train to ``max_steps`` or
+    ``time_budget_s``."""
+    stop_success_steps: int = Field(2, ge=1, description="Steps in a row at stop_success_rate or above before the "
+                                                         "run stops.")
     max_failed_steps: int = Field(3, ge=0)
     """Stop the run (NoSuccessfulRolloutsError, naming the most common failure) after this
     many steps in a row in which no rollout succeeded; 0 never stops."""

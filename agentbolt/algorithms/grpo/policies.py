@@ -25,7 +25,8 @@ publishes (:meth:`~.algorithm.GRPO.train`).
 The run around the steps is :class:`~agentbolt.training.run.TrainingRun`'s, with one
 directory per policy: its checkpoints (``run_dir/<policy>/``), its export
 (``run_dir/<policy>/model``, or ``export_dir/<policy>``), and resuming from the newest
-step all policies have a checkpoint of.
+step all policies have a checkpoint of. The run ends as GRPO's does: at ``max_steps``, at
+``time_budget_s`` of training, or by ``stop_success_rate`` on the shared success rate.
 
 Every other setting is :class:`~.config.GRPOConfig`'s, the same for all policies
 (``agent_match`` is set per policy). Not supported yet: ``schedule="async"``,
@@ -46,6 +47,7 @@ from agentbolt.algorithms.base import Algorithm, AlgorithmContext
 from agentbolt.algorithms.grpo.algorithm import GRPO, GRPOLearner, GRPOResult
 from agentbolt.algorithms.grpo.collect import StepRollouts
 from agentbolt.algorithms.grpo.config import GRPOConfig
+from agentbolt.algorithms.grpo.early_stop import SuccessStreak
 from agentbolt.algorithms.grpo.groups import GroupScheduler
 
 __all__ = ["GRPOPolicies", "PolicyRun"]
@@ -125,6 +127,7 @@ class GRPOPolicies(Algorithm):
         results = {name: GRPOResult(steps=0, policy_version=r.version, run_dir=training.policy_dir(name))
                    for name, r in self.runs.items()}
         done = await self._resume(training.resume_policies(cfg.resume), scheduler)
+        streak = SuccessStreak(cfg.stop_success_rate, cfg.stop_success_steps)
         try:
             before = None
             if cfg.eval_before and ctx.val_dataset and done == 0:
@@ -138,6 +141,7 @@ class GRPOPolicies(Algorithm):
                 values: dict[str, Any] = {}
                 for i, run in enumerate(self.runs.values()):
                     values.update(await self._train(ctx, run, read, with_batch_metrics=i == 0))
+                values["time/train_s"] = training.training_seconds
                 await metrics.log(step, values)
                 for name, run in self.runs.items():
                     results[name].history.append(values)
@@ -146,7 +150,11 @@ class GRPOPolicies(Algorithm):
                                             {"policy_version": run.version, "scheduler": scheduler.state(),
                                              **run.learner.sync.state()}, of=name)
                 self.console.print(f"[bold]GRPO[/] step {step}: " + ", ".join(
-                    f"{name} v{run.version}" for name, run in self.runs.items()))
+                    f"{name} v{run.version}" for name, run in self.runs.items())
+                    + f" · training {values['time/train_s']:.0f}s")
+                if streak.observe(values.get("success_rate")):
+                    log.info("stopping after step %d: %s", step, streak.reason())
+                    training.stop(streak.reason())
             after = None
             if cfg.eval_after and ctx.val_dataset:
                 after = await training.evaluate(lambda: first.evaluate(ctx, "after training"), step, self._versions())
@@ -159,7 +167,7 @@ class GRPOPolicies(Algorithm):
         finally:
             await training.close()
         for result in results.values():
-            result.seconds = training.seconds
+            result.seconds, result.train_seconds = training.seconds, training.training_seconds
         return results
 
     def _versions(self) -> dict[str, int | None]:

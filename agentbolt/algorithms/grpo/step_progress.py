@@ -3,7 +3,8 @@ line per step (:class:`~agentbolt.algorithms.progress.ConsoleProgress`), and a l
 
 What a step's line shows (:func:`describe_step`) is what moves from step to step —
 rollouts, reward, success, KL, clipping, gradient norm, entropy, merge rate, held-out
-success, time — and not the loss, which group-relative advantages keep near 0.
+success, the step's time and the training time so far (evaluations excluded) — and
+not the loss, which group-relative advantages keep near 0.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def describe_step(values: dict[str, Any]) -> str:
                             ("train/kl", "kl", "{:.2e}"), ("train/clip_fraction", "clip", "{:.1%}"),
                             ("train/grad_norm", "|g|", "{:.3g}"), ("train/entropy", "entropy", "{:.3f}"),
                             ("merge/rate", "merge", "{:.0%}"),
-                            ("val/success_rate", "val", "{:.0%}"), ("time/step_s", "step", "{:.0f}s")):
+                            ("val/success_rate", "val", "{:.0%}"), ("time/step_s", "step", "{:.0f}s"),
+                            ("time/train_s", "training", "{:.0f}s")):
         v = values.get(key)
         if isinstance(v, (int, float)) and math.isfinite(v):
             parts.append(f"{label} {fmt.format(v)}")

@@ -84,6 +84,9 @@ class SFTResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     """The metrics of every iteration of this process's run, in order."""
     seconds: float = 0.0
+    """Wall time of the run, evaluations and the export included."""
+    train_seconds: float = 0.0
+    """Seconds of training: this process's iterations, evaluations excluded."""
 
     @property
     def improvement(self) -> float | None:
@@ -209,7 +212,7 @@ class SFT(Algorithm):
             evaluate = control is not None and bool(ctx.val_dataset)
             if evaluate and cfg.eval_before and found is None:
                 result.before = await run.evaluate(lambda: self._evaluate(ctx, "before training"), 0, version)
-            for it in range(first, cfg.iterations + 1):
+            for it in run.steps(first - 1, cfg.iterations, None):
                 values, version = await self._iteration(ctx, control, policy, update, it, version, run_dir, given)
                 await metrics.log(it, values)
                 result.history.append(values)
@@ -225,7 +228,7 @@ class SFT(Algorithm):
         finally:
             ranks.stop()  # followers stop
             await run.close()
-        result.seconds = run.seconds
+        result.seconds, result.train_seconds = run.seconds, run.training_seconds
         return result
 
     async def follow(self) -> None:

@@ -10,3 +10,7 @@ def test_the_progress_line_shows_what_moves_not_the_near_zero_loss() -> None:
                           "train/grad_norm": 0.4123, "train/entropy": 1.234})
     assert line == "reward 0.500 · kl 1.20e-03 · clip 3.1% · |g| 0.412 · entropy 1.234"
     assert "loss" not in describe_step({"train/loss": -0.0, "train/kl": None})
+
+
+def test_the_progress_line_shows_the_training_time_so_far_beside_the_steps_own() -> None:
+    assert describe_step({"time/step_s": 31.2, "time/train_s": 312.4}) == "step 31s · training 312s"

@@ -32,6 +32,7 @@ def test_records_only_train_and_export_a_lora_model_and_say_nothing_was_publishe
     assert "publishes nothing and does not evaluate" in caplog.text
     assert result.before is None and result.after is None and result.policy_version is None
     assert result.n_records == [4] and (tmp_path / "run" / "model" / "config.json").is_file()
+    assert 0 < result.train_seconds <= result.seconds  # the iterations' time, counted by the run skeleton
     assert not any("lora" in p.name for p in (tmp_path / "run" / "model").iterdir())  # merged: a plain HF model
 
 
