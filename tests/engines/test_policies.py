@@ -68,8 +68,13 @@ async def test_each_policy_answers_with_its_own_lora_and_version() -> None:
         assert await engines.update_weights(lora=planner_lora, policy="planner") == 1
         await reference.update_weights(lora=planner_lora)
         planner = await _ask(engines, "planner")
-        assert planner[:2] == (await _ask(reference, "x"))[:2] and planner[:2] != with_solver[:2]
-        assert (await _ask(engines, "solver"))[:2] == with_solver[:2]  # the solver keeps its own
+        with_planner = await _ask(reference, "x")
+        # the same tokens; logprobs up to float rounding (whether either engine reuses the K/V
+        # of an earlier call of the same prompt depends on timing)
+        assert planner[0] == with_planner[0] and planner[1] == pytest.approx(with_planner[1], abs=1e-5)
+        assert planner[:2] != with_solver[:2]
+        solver = await _ask(engines, "solver")  # the solver keeps its own (to rounding, as above)
+        assert solver[0] == with_solver[0] and solver[1] == pytest.approx(with_solver[1], abs=1e-5)
         assert engines.versions == {"planner": 1, "solver": 1}
 
         with pytest.raises(EngineError, match="one of the policies"):
